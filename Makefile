@@ -1,0 +1,18 @@
+# The two commands of the README's quick start: `make run` and `make test`.
+# Each sets up .venv first (idempotent, seconds when already done).
+.PHONY: setup run test test-slow bench clean
+
+setup:
+	@./scripts/setup.sh
+
+run: setup
+	.venv/bin/windtunnel run $(ARGS)
+
+test: setup
+	.venv/bin/python -m pytest $(ARGS)
+
+test-slow: setup
+	.venv/bin/python -m pytest -m slow $(ARGS)
+
+bench: setup
+	.venv/bin/python benchmarks/run_all.py $(ARGS)

@@ -1,0 +1,105 @@
+"""Validated configs: pydantic models that reject unknown fields and explain bad values.
+
+Every config in windtunnel (tasks, models, training) derives from :class:`StrictConfig`, and
+every validation failure surfaces as a :class:`ConfigError` whose message names the field,
+the value given and what is allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pydantic
+from pydantic import BaseModel, ConfigDict
+from pydantic_core import PydanticUndefined
+
+
+class ConfigError(ValueError):
+    """A config field is unknown, has the wrong type, or is out of its allowed range."""
+
+
+class StrictConfig(BaseModel):
+    """Base for configs: unknown fields rejected, values validated on assignment, frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @classmethod
+    def build(cls, params: Mapping[str, Any] | None = None, *, where: str | None = None):
+        """Validate ``params`` into this config, raising :class:`ConfigError` on bad input."""
+        where = where or cls.__name__
+        try:
+            return cls.model_validate(dict(params or {}))
+        except pydantic.ValidationError as exc:
+            raise ConfigError(format_validation_error(cls, exc, where)) from None
+
+    def replace(self, **changes: Any):
+        """A copy with ``changes`` applied and validated (configs are immutable)."""
+        return type(self).build({**self.model_dump(), **changes})
+
+    @classmethod
+    def describe_fields(cls) -> list[dict[str, Any]]:
+        """One record per field: name, type, default, allowed range and description."""
+        out = []
+        for name, field in cls.model_fields.items():
+            default = None if field.default is PydanticUndefined else field.default
+            out.append(
+                {
+                    "name": name,
+                    "type": _type_name(field.annotation),
+                    "default": default,
+                    "allowed": allowed_range(field),
+                    "help": field.description or "",
+                }
+            )
+        return out
+
+
+def _type_name(annotation: Any) -> str:
+    name = getattr(annotation, "__name__", None)
+    return name if name and not str(annotation).startswith("typing.") else str(annotation).replace("typing.", "")
+
+
+def allowed_range(field: pydantic.fields.FieldInfo) -> str:
+    """Human description of a field's constraints, e.g. '2 <= V <= 64' or 'one of a, b'."""
+    lo = hi = None
+    lo_strict = hi_strict = False
+    for meta in field.metadata:
+        if getattr(meta, "ge", None) is not None:
+            lo = meta.ge
+        if getattr(meta, "gt", None) is not None:
+            lo, lo_strict = meta.gt, True
+        if getattr(meta, "le", None) is not None:
+            hi = meta.le
+        if getattr(meta, "lt", None) is not None:
+            hi, hi_strict = meta.lt, True
+    args = getattr(field.annotation, "__args__", None)
+    if args and all(isinstance(a, str) for a in args):  # typing.Literal
+        return "one of " + ", ".join(args)
+    if lo is None and hi is None:
+        return "any " + _type_name(field.annotation)
+    parts = []
+    if lo is not None:
+        parts.append(f"{lo} {'<' if lo_strict else '<='} ")
+    parts.append("value")
+    if hi is not None:
+        parts.append(f" {'<' if hi_strict else '<='} {hi}")
+    return "".join(parts)
+
+
+def format_validation_error(cls: type[BaseModel], exc: pydantic.ValidationError, where: str) -> str:
+    lines = [f"invalid {where} config:"]
+    fields = cls.model_fields
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if not loc:  # a check across fields: its message names the fields
+            lines.append(f"  {msg}")
+            continue
+        if err["type"] == "extra_forbidden":
+            lines.append(f"  unknown field '{loc}'; allowed fields: {', '.join(fields)}")
+            continue
+        given = err.get("input")
+        field = fields.get(str(err["loc"][0])) if err["loc"] else None
+        allowed = f"; allowed: {allowed_range(field)}" if field is not None else ""
+        lines.append(f"  field '{loc}' = {given!r}: {msg}{allowed}")
+    return "\n".join(lines)

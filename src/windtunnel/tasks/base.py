@@ -1,0 +1,260 @@
+"""The Task contract: a validated config, a vectorised sampler, and the exact posterior.
+
+A task samples a fresh latent hypothesis for every sequence from an explicit
+``torch.Generator`` and returns a :class:`Batch` that carries, at every scored position,
+the exact Bayesian posterior over the answer space (or the Gaussian posterior predictive),
+its entropy in bits, and the latent truth. Sampling is vectorised over the batch and runs on
+whatever device the generator lives on; oracles are computed in float64.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+
+from windtunnel.config import ConfigError, StrictConfig
+
+SPLITS = ("train", "eval", "probe")
+
+
+class TaskConfig(StrictConfig):
+    """Base of every task config."""
+
+    #: name of the field that sets the sequence length (for length generalisation), if any
+    length_field: ClassVar[str | None] = None
+    #: named presets, e.g. {"small": {...}} for a CPU-sized variant
+    profiles: ClassVar[dict[str, dict[str, Any]]] = {}
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a model needs to know about a task's inputs and outputs."""
+
+    name: str
+    input_kind: Literal["tokens", "vectors"]
+    seq_len: int
+    #: number of scored positions per sequence
+    n_scored: int
+    #: categorical answers: size of the answer space; gaussian: 1
+    answer_size: int
+    output_kind: Literal["categorical", "gaussian"]
+    #: default training loss: hard cross-entropy, soft cross-entropy on the posterior, Gaussian NLL
+    loss: Literal["ce", "soft_ce", "gaussian_nll"]
+    #: token tasks: vocabulary size including the reserved padding id
+    vocab_size: int = 0
+    pad_id: int = -1
+    #: token ids whose embeddings correspond to the answers (for tied output heads), or None
+    answer_token_ids: tuple[int, ...] | None = None
+    #: vector tasks: dimension of each input vector
+    input_dim: int = 0
+
+
+@dataclass
+class Batch:
+    """A batch of sequences with the exact posterior at every scored position.
+
+    Shapes: B sequences, T positions, P scored positions, A answers.
+    ``positions`` and ``step`` are shared by every sequence of the batch.
+    """
+
+    inputs: torch.Tensor  # (B, T) long token ids, or (B, T, D) float32 vectors
+    positions: torch.Tensor  # (P,) long: indices into T of the scored positions
+    step: torch.Tensor  # (P,) long: k, the 1-based index of each prediction
+    target: torch.Tensor  # (B, P): true answer index (long), or true value (float64)
+    entropy: torch.Tensor  # (B, P) float64: entropy of the exact posterior, bits
+    probs: torch.Tensor | None = None  # (B, P, A) float64: exact posterior (categorical)
+    mean: torch.Tensor | None = None  # (B, P) float64: posterior predictive mean (gaussian)
+    var: torch.Tensor | None = None  # (B, P) float64: posterior predictive variance (gaussian)
+    latent: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return int(self.inputs.shape[0])
+
+    @property
+    def mask(self) -> torch.Tensor:
+        """(B, T) bool mask of scored positions."""
+        m = torch.zeros(self.inputs.shape[:2], dtype=torch.bool, device=self.inputs.device)
+        m[:, self.positions] = True
+        return m
+
+    def to(self, device: torch.device | str) -> "Batch":
+        def move(x):
+            return x.to(device) if isinstance(x, torch.Tensor) else x
+
+        kw = {f.name: move(getattr(self, f.name)) for f in fields(self) if f.name != "latent"}
+        return Batch(**kw, latent={k: move(v) for k, v in self.latent.items()})
+
+    def select(self, index: torch.Tensor | slice) -> "Batch":
+        """The sub-batch of the given sequences."""
+
+        def pick(x):
+            return x[index] if isinstance(x, torch.Tensor) else x
+
+        kw = {f.name: pick(getattr(self, f.name)) for f in fields(self)
+              if f.name not in ("latent", "positions", "step")}
+        return replace(self, **kw, latent={k: pick(v) for k, v in self.latent.items()})
+
+
+@dataclass(frozen=True)
+class HypothesisSpace:
+    """How many latent hypotheses a sequence may come from, and why memorising fails."""
+
+    log10_size: float  # log10 of the number of hypotheses (inf for continuous spaces)
+    description: str
+
+    def __str__(self) -> str:
+        if math.isinf(self.log10_size):
+            return f"continuous ({self.description})"
+        if self.log10_size < 6:
+            return f"{10 ** self.log10_size:,.0f} ({self.description})"
+        return f"~10^{self.log10_size:.1f} ({self.description})"
+
+
+@dataclass
+class Prediction:
+    """A predictive distribution at every scored position: categorical or Gaussian."""
+
+    probs: torch.Tensor | None = None  # (B, P, A)
+    mean: torch.Tensor | None = None  # (B, P)
+    var: torch.Tensor | None = None  # (B, P)
+
+
+class Task(ABC):
+    """A wind tunnel. Subclasses set ``name``, ``Config``, ``description`` and implement
+    :meth:`spec`, :meth:`sample`, :meth:`hypothesis_space`, :meth:`baselines` and
+    :meth:`token_names` (token tasks) or override :meth:`decode`."""
+
+    name: ClassVar[str]
+    Config: ClassVar[type[TaskConfig]]
+    description: ClassVar[str] = ""
+    #: names of the baselines :meth:`baselines` returns, besides "bayes"
+    baseline_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config: TaskConfig | None = None, **params: Any):
+        if config is not None and params:
+            raise ConfigError("pass either a config object or keyword parameters, not both")
+        self.config = config if config is not None else self.Config.build(params, where=f"task '{self.name}'")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config!r})"
+
+    # --- the contract -------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def spec(self) -> TaskSpec: ...
+
+    @abstractmethod
+    def sample(self, n: int, generator: torch.Generator) -> Batch:
+        """``n`` fresh sequences, each with its own latent hypothesis, on the generator's device."""
+
+    @abstractmethod
+    def hypothesis_space(self) -> HypothesisSpace: ...
+
+    def baselines(self, batch: Batch) -> dict[str, Prediction]:
+        """Reference predictors at every scored position; always includes ``bayes``."""
+        out = {"bayes": Prediction(probs=batch.probs, mean=batch.mean, var=batch.var)}
+        out.update(self._baselines(batch))
+        return out
+
+    def _baselines(self, batch: Batch) -> dict[str, Prediction]:
+        return {}
+
+    # --- presentation -------------------------------------------------------------------
+    def token_names(self) -> list[str]:
+        """Readable name of every token id (token tasks)."""
+        raise NotImplementedError
+
+    def decode(self, batch: Batch, i: int) -> list[str]:
+        """Readable tokens of sequence ``i``."""
+        names = self.token_names()
+        return [names[t] for t in batch.inputs[i].tolist()]
+
+    def answer_names(self) -> list[str]:
+        """Readable name of every answer index."""
+        ids = self.spec.answer_token_ids
+        names = self.token_names()
+        return [names[t] for t in ids] if ids is not None else [str(a) for a in range(self.spec.answer_size)]
+
+    def latent_json(self, batch: Batch, i: int) -> dict[str, Any]:
+        return {k: v[i].tolist() for k, v in batch.latent.items()}
+
+    def with_length(self, length: int) -> "Task":
+        """The same task with a different sequence length (for length generalisation)."""
+        f = self.Config.length_field
+        if f is None:
+            raise ConfigError(f"task '{self.name}' has no length parameter")
+        return type(self)(self.config.replace(**{f: length}))
+
+    # --- helpers for subclasses ---------------------------------------------------------
+    @staticmethod
+    def _check_n(n: int) -> None:
+        if not isinstance(n, int) or n < 1:
+            raise ConfigError(f"n (number of sequences) must be a positive integer, got {n!r}")
+
+
+# ---------------------------------------------------------------------------------------
+# Registry
+# ---------------------------------------------------------------------------------------
+_REGISTRY: dict[str, type[Task]] = {}
+
+
+def register_task(cls: type[Task]) -> type[Task]:
+    """Class decorator: make a task available by its ``name``."""
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"task name '{cls.name}' is already registered by {_REGISTRY[cls.name]}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def task_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def task_class(name: str) -> type[Task]:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown task '{name}'; available: {', '.join(task_names())}") from None
+
+
+def make_task(name: str, params: dict[str, Any] | None = None, profile: str | None = None) -> Task:
+    """Build a registered task from parameters, optionally starting from a named profile."""
+    cls = task_class(name)
+    merged: dict[str, Any] = {}
+    if profile is not None:
+        if profile not in cls.Config.profiles:
+            allowed = ", ".join(cls.Config.profiles) or "none"
+            raise ConfigError(f"unknown profile '{profile}' for task '{name}'; available: {allowed}")
+        merged.update(cls.Config.profiles[profile])
+    merged.update(params or {})
+    return cls(cls.Config.build(merged, where=f"task '{name}'"))
+
+
+# ---------------------------------------------------------------------------------------
+# Random streams
+# ---------------------------------------------------------------------------------------
+def stream_seed(seed: int, split: str) -> int:
+    """A 63-bit seed for one split, derived with NumPy's SeedSequence so that the train,
+    eval and probe streams of one base seed are independent and never the same stream."""
+    if split not in SPLITS:
+        raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    ss = np.random.SeedSequence(int(seed), spawn_key=(SPLITS.index(split),))
+    return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def make_generator(seed: int, split: str = "train", device: torch.device | str = "cpu") -> torch.Generator:
+    """An explicit generator for one data stream (``split``) of a run on ``device``."""
+    g = torch.Generator(device=device)
+    g.manual_seed(stream_seed(seed, split))
+    return g
+
+
+def uniform_probs(shape: tuple[int, ...], size: int, device) -> torch.Tensor:
+    """Uniform categorical probabilities of the given leading shape over ``size`` answers."""
+    return torch.full((*shape, size), 1.0 / size, dtype=torch.float64, device=device)

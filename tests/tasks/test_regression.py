@@ -1,0 +1,37 @@
+"""Regression posterior predictive against direct conditioning of the joint Gaussian."""
+
+import math
+
+import numpy as np
+import torch
+
+from windtunnel.tasks import make_generator, make_task
+
+
+def test_predictive_matches_joint_gaussian_conditioning():
+    task = make_task("regression", {"d": 3, "n_points": 6, "tau": 0.7, "sigma": 0.3})
+    b = task.sample(5, make_generator(2))
+    tau2, s2 = 0.49, 0.09
+    for i in range(b.size):
+        X, y = b.latent["x"][i].numpy(), b.latent["y"][i].numpy()
+        # y = X w + eps is jointly Gaussian: Cov = tau^2 X X' + sigma^2 I
+        C = tau2 * X @ X.T + s2 * np.eye(len(y))
+        for k in range(len(y)):
+            if k == 0:
+                m, v = 0.0, C[0, 0]
+            else:
+                A, c = C[:k, :k], C[k, :k]
+                m = c @ np.linalg.solve(A, y[:k])
+                v = C[k, k] - c @ np.linalg.solve(A, c)
+            assert abs(b.mean[i, k].item() - m) < 1e-10
+            assert abs(b.var[i, k].item() - v) < 1e-10
+            assert abs(b.entropy[i, k].item() - 0.5 * math.log2(2 * math.pi * math.e * v)) < 1e-10
+
+
+def test_input_layout():
+    task = make_task("regression", {"d": 2, "n_points": 3})
+    b = task.sample(2, make_generator(0))
+    assert b.inputs.shape == (2, 6, 4) and task.spec.input_dim == 4
+    torch.testing.assert_close(b.inputs[:, 0::2, :2], b.latent["x"].float())
+    torch.testing.assert_close(b.inputs[:, 1::2, 2], b.latent["y"].float())
+    assert (b.inputs[:, 1::2, 3] == 1).all() and (b.inputs[:, 0::2, 2:] == 0).all()
