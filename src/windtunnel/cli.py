@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any, Optional
 
 import typer
@@ -121,14 +122,127 @@ def sample(
         typer.echo(format_sequence(t, batch, i))
 
 
-@app.command()
-def run() -> None:
-    """The main job. (Until training lands: list the tasks and show one sample of each.)"""
-    tasks(json_out=False)
-    from windtunnel.tasks import make_generator, make_task
-    from windtunnel.tasks.export import format_sequence
+def _run_errors(fn):
+    """Run ``fn`` and turn the errors a user can cause into a message and an exit code."""
+    from windtunnel.train.checkpoint import CheckpointError
+    from windtunnel.train.trainer import TrainingError
 
-    for name, params in [("bijection", {"V": 6, "L": 5}), ("sula", {"k": 4})]:
-        t = make_task(name, params)
-        typer.echo(f"--- sample: {name} {params}")
-        typer.echo(format_sequence(t, t.sample(1, make_generator(0)), 0))
+    try:
+        return fn()
+    except ConfigError as exc:
+        fail(str(exc), 2)
+    except CheckpointError as exc:
+        fail(str(exc), 3)
+    except TrainingError as exc:
+        fail(str(exc), 4)
+
+
+@app.command()
+def train(
+    task: str = typer.Option("bijection", "--task", help="task name"),
+    model: str = typer.Option("transformer", "--model", help="architecture name"),
+    profile: str = typer.Option("quick", "--profile", help="config profile: quick (CPU, minutes) or paper"),
+    overrides: list[str] = typer.Option([], "--set", help="override, e.g. --set train.steps=500 --set model_params.d_model=64"),
+    out: Optional[Path] = typer.Option(None, "--out", help="run directory (default runs/<task>-<model>-<hash>)"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+) -> None:
+    """Train one architecture on one wind tunnel (resumes if the run directory has a checkpoint)."""
+    from windtunnel.train.config import resolve_run
+    from windtunnel.train.trainer import train as run_training
+
+    def go():
+        cfg = resolve_run(task, model, profile, overrides)
+        run_dir = out or Path("runs") / cfg.run_name()
+        typer.echo(f"run directory: {run_dir}")
+        res = run_training(cfg, run_dir, progress=not quiet)
+        _print_eval(res.eval, res.n_params, res.steps, res.train_seconds)
+        _write_run_plots(res.run_dir, res.eval)
+        typer.echo(f"results: {run_dir}/eval.json, plots in {run_dir}/plots")
+
+    _run_errors(go)
+
+
+@app.command("eval")
+def eval_cmd(
+    run_dir: Path = typer.Argument(..., help="a run directory made by `windtunnel train`"),
+    json_out: bool = typer.Option(False, "--json", help="print the evaluation as JSON"),
+) -> None:
+    """Re-evaluate a run's final weights on the held-out stream (writes eval.json and plots)."""
+    from windtunnel.train.checkpoint import CheckpointError, atomic_write_text, list_checkpoints, load_weights, read_state
+    from windtunnel.train.config import read_run_config
+    from windtunnel.train.trainer import build, evaluate_run
+
+    def go():
+        cfg_file = run_dir / "config.json"
+        if not cfg_file.is_file():
+            raise CheckpointError(f"{run_dir} is not a run directory (no config.json)")
+        cfg = read_run_config(cfg_file)
+        cks = list_checkpoints(run_dir)
+        if not cks:
+            raise CheckpointError(f"{run_dir} has no checkpoint to evaluate")
+        step, path = cks[-1]
+        task, model = build(cfg)
+        load_weights(model, path)
+        state = read_state(path)
+        result = evaluate_run(model, task, cfg)
+        result.update(n_params=model.n_params(), steps=step, train_seconds=state.get("train_seconds", 0.0))
+        atomic_write_text(run_dir / "eval.json", json.dumps(result, indent=1))
+        _write_run_plots(run_dir, result)
+        if json_out:
+            typer.echo(json.dumps(result, indent=1))
+        else:
+            if step < cfg.train.steps:
+                typer.echo(f"note: the run stopped at step {step} of {cfg.train.steps}; evaluating that checkpoint")
+            _print_eval(result, result["n_params"], step, result["train_seconds"])
+
+    _run_errors(go)
+
+
+def _print_eval(ev: dict, n_params: int, steps: int, seconds: float) -> None:
+    typer.echo(f"{n_params:,} parameters, {steps} steps, {seconds:.0f} s of training")
+    for L, s in ev["lengths"].items():
+        name = f"{ev['length_field']}={L}" if ev["length_field"] else "eval"
+        e = s["entropy_error_mean_abs"]
+        line = f"  {name}: entropy error {e['value']:.4f} bits [{e['lo']:.4f}, {e['hi']:.4f}]"
+        line += f", KL(Bayes||model) {s['kl_bayes_model']['value']:.4f} bits"
+        if "accuracy" in s:
+            line += f", accuracy {s['accuracy']['value']:.3f}"
+        typer.echo(line)
+        for b, v in ev["baselines"][L].items():
+            typer.echo(f"      baseline {b}: entropy error {v['entropy_error_mean_abs']:.4f} bits")
+
+
+def _write_run_plots(run_dir: Path, ev: dict) -> None:
+    from windtunnel.report.plots import calibration_plot, length_plot
+
+    main = ev["lengths"][str(ev["main_length"])]
+    calibration_plot({"model": {**main["curves"], "step": main["step"]}}, run_dir / "plots" / "calibration.png")
+    if len(ev["lengths"]) > 1:
+        length_plot(ev["lengths"], run_dir / "plots" / "lengths.png")
+
+
+@app.command()
+def run(
+    task: str = typer.Option("bijection", "--task", help="task name"),
+    models: str = typer.Option("transformer,lstm,mamba,mlp", "--models", help="comma-separated architectures"),
+    profile: str = typer.Option("quick", "--profile", help="config profile"),
+    overrides: list[str] = typer.Option([], "--set", help="override for every run, e.g. --set train.steps=500"),
+    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default runs/compare-<task>-<hash>)"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
+) -> None:
+    """The main job: train several architectures on one wind tunnel, capacity-matched, and compare."""
+    from windtunnel.train.compare import compare, summary_table
+
+    def go():
+        names = tuple(m.strip() for m in models.split(",") if m.strip())
+        folder, summary = compare(task, names, profile, overrides, out, progress=not quiet)
+        typer.echo("")
+        typer.echo(summary_table(summary))
+        typer.echo(f"\nwritten: {folder}/summary.md, {folder}/summary.json, {folder}/calibration.png")
+        typer.echo(str(folder))
+
+    _run_errors(go)
+
+
+def main() -> None:  # pragma: no cover
+    app()

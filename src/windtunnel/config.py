@@ -86,6 +86,17 @@ def allowed_range(field: pydantic.fields.FieldInfo) -> str:
     return "".join(parts)
 
 
+def _field_at(cls: type[BaseModel], loc: tuple) -> pydantic.fields.FieldInfo | None:
+    """The FieldInfo at a (possibly nested) error location, if it names a field."""
+    field = None
+    for part in loc:
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or part not in cls.model_fields:
+            return None
+        field = cls.model_fields[part]
+        cls = field.annotation
+    return field
+
+
 def format_validation_error(cls: type[BaseModel], exc: pydantic.ValidationError, where: str) -> str:
     lines = [f"invalid {where} config:"]
     fields = cls.model_fields
@@ -99,7 +110,10 @@ def format_validation_error(cls: type[BaseModel], exc: pydantic.ValidationError,
             lines.append(f"  unknown field '{loc}'; allowed fields: {', '.join(fields)}")
             continue
         given = err.get("input")
-        field = fields.get(str(err["loc"][0])) if err["loc"] else None
+        field = _field_at(cls, err["loc"])
+        if field is not None and isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            lines.append(f"  {loc}: {msg}")  # a check across the fields of a nested section
+            continue
         allowed = f"; allowed: {allowed_range(field)}" if field is not None else ""
         lines.append(f"  field '{loc}' = {given!r}: {msg}{allowed}")
     return "\n".join(lines)

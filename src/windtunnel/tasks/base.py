@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from windtunnel.config import ConfigError, StrictConfig
+from windtunnel.registry import Registry
 
 SPLITS = ("train", "eval", "probe")
 
@@ -201,26 +202,10 @@ class Task(ABC):
 # ---------------------------------------------------------------------------------------
 # Registry
 # ---------------------------------------------------------------------------------------
-_REGISTRY: dict[str, type[Task]] = {}
-
-
-def register_task(cls: type[Task]) -> type[Task]:
-    """Class decorator: make a task available by its ``name``."""
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ValueError(f"task name '{cls.name}' is already registered by {_REGISTRY[cls.name]}")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def task_names() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def task_class(name: str) -> type[Task]:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ConfigError(f"unknown task '{name}'; available: {', '.join(task_names())}") from None
+TASKS: Registry[type[Task]] = Registry("task")
+register_task = TASKS.register
+task_names = TASKS.names
+task_class = TASKS.get
 
 
 def make_task(name: str, params: dict[str, Any] | None = None, profile: str | None = None) -> Task:

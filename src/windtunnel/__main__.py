@@ -1,0 +1,3 @@
+from windtunnel.cli import app
+
+app()

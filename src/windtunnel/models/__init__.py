@@ -1,0 +1,13 @@
+"""Sequence models behind one contract: a registry of architectures, shared input adapters and
+output heads, TransformerLens-style capture, ablations, and capacity matching."""
+
+from windtunnel.models import lstm, mamba, mamba2, mlp, transformer  # noqa: F401  (registers them)
+from windtunnel.models.base import (  # noqa: F401
+    ModelConfig,
+    WindModel,
+    make_model,
+    model_class,
+    model_names,
+    register_model,
+)
+from windtunnel.models.capacity import count_params, match_capacity  # noqa: F401

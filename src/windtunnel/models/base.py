@@ -1,0 +1,219 @@
+"""The Model contract: configs, the registry, shared input adapters and output heads, capture.
+
+Every architecture is a :class:`WindModel`: built from a :class:`~windtunnel.tasks.TaskSpec` and a
+validated config, it maps inputs (``(B, T)`` token ids or ``(B, T, D)`` vectors) to outputs over
+the task's answer space at every position, ``(B, T, O)``, or at the requested ``positions`` only,
+``(B, P, O)``. ``O`` is ``spec.answer_size`` logits (categorical tasks) or 2 = (mean, log-variance)
+(Gaussian tasks). Activations can be captured by TransformerLens-style names with
+:meth:`WindModel.run_with_cache`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar, Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from torch import nn
+
+from windtunnel.config import ConfigError, StrictConfig
+from windtunnel.registry import Registry
+from windtunnel.tasks.base import TaskSpec
+
+
+class ModelConfig(StrictConfig):
+    """Base of every model config. Cross-field and task-dependent checks live in :meth:`resolve`."""
+
+    tie_head: bool = Field(False, description="categorical logits from the embeddings of spec.answer_token_ids")
+    max_len: int | None = Field(None, ge=1, description="rows of the position table; default: the task's seq_len")
+
+    @property
+    def has_position_table(self) -> bool:
+        """Whether the model has learned absolute positions (so ``max_len`` bounds the context)."""
+        return True
+
+    def resolve(self, spec: TaskSpec) -> ModelConfig:
+        """This config with task-dependent defaults filled in, checked against ``spec``."""
+        cfg = self if self.max_len is not None else self.replace(max_len=spec.seq_len)
+        if cfg.has_position_table and cfg.max_len < spec.seq_len:
+            raise ConfigError(
+                f"context longer than the position table: task '{spec.name}' has seq_len {spec.seq_len} "
+                f"but max_len is {cfg.max_len}; allowed: max_len >= {spec.seq_len}")
+        if cfg.tie_head and (spec.input_kind != "tokens" or spec.output_kind != "categorical"
+                             or spec.answer_token_ids is None):
+            raise ConfigError(f"tie_head=True needs a categorical token task with answer_token_ids; "
+                              f"task '{spec.name}' has input_kind={spec.input_kind!r}, "
+                              f"output_kind={spec.output_kind!r}, answer_token_ids={spec.answer_token_ids!r}")
+        return cfg
+
+    def capacity_knob(self) -> str:
+        """The integer field :func:`~windtunnel.models.capacity.match_capacity` varies by default."""
+        return "d_model"
+
+    def knob_step(self, knob: str) -> int:
+        """Values of ``knob`` must be multiples of this (e.g. d_model of n_heads)."""
+        return 1
+
+
+# ---------------------------------------------------------------------------------------
+# Capture
+# ---------------------------------------------------------------------------------------
+class Capture:
+    """Activations recorded during one forward pass, keyed by capture name (detached)."""
+
+    def __init__(self, names: Iterable[str] = ()):
+        self.names = frozenset(names)
+        self.store: dict[str, torch.Tensor] = {}
+
+    def wants(self, name: str) -> bool:
+        return name in self.names
+
+    def put(self, name: str, value: torch.Tensor) -> None:
+        if name in self.names:
+            self.store[name] = value.detach()
+
+
+NO_CAPTURE = Capture()
+
+
+# ---------------------------------------------------------------------------------------
+# Shared layers: input adapter, output head, norms, init
+# ---------------------------------------------------------------------------------------
+def init_normal(module: nn.Module, std: float = 0.02) -> None:
+    """N(0, std) weights and zero biases for Linear and Embedding layers (padding rows zero)."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, std=std)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+    if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+        with torch.no_grad():
+            module.weight[module.padding_idx].zero_()
+
+
+def make_norm(kind: Literal["layernorm", "rmsnorm"], d: int) -> nn.Module:
+    return nn.LayerNorm(d) if kind == "layernorm" else nn.RMSNorm(d, eps=1e-5)
+
+
+class InputAdapter(nn.Module):
+    """Token embedding (``spec.pad_id`` is a zero, untrained row) or ``Linear(input_dim, d)``
+    for vector inputs, plus learned absolute positions when ``max_len`` is given."""
+
+    def __init__(self, spec: TaskSpec, d: int, max_len: int | None):
+        super().__init__()
+        self.kind = spec.input_kind
+        if self.kind == "tokens":
+            pad = spec.pad_id if spec.pad_id >= 0 else None
+            self.tok = nn.Embedding(spec.vocab_size, d, padding_idx=pad)
+        else:
+            self.tok = nn.Linear(spec.input_dim, d)
+        self.pos = nn.Embedding(max_len, d) if max_len is not None else None
+        self.apply(init_normal)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        want = 2 if self.kind == "tokens" else 3
+        if inputs.dim() != want:
+            raise ValueError(f"{self.kind} inputs must have {want} dimensions, got shape {tuple(inputs.shape)}")
+        x = self.tok(inputs)
+        if self.pos is not None:
+            t = inputs.shape[1]
+            if t > self.pos.num_embeddings:
+                raise ValueError(f"input length {t} exceeds the position table (max_len {self.pos.num_embeddings})")
+            x = x + self.pos.weight[:t]
+        return x
+
+
+class OutputHead(nn.Module):
+    """Categorical logits (optionally tied to the embedding rows of ``spec.answer_token_ids``)
+    or Gaussian (mean, log-variance)."""
+
+    def __init__(self, spec: TaskSpec, d: int, tied: bool = False):
+        super().__init__()
+        if tied:
+            self.proj = None
+            self.register_buffer("answer_ids", torch.tensor(spec.answer_token_ids), persistent=False)
+        else:
+            self.proj = nn.Linear(d, spec.answer_size if spec.output_kind == "categorical" else 2)
+            self.answer_ids = None
+
+    def forward(self, h: torch.Tensor, token_weight: torch.Tensor | None = None) -> torch.Tensor:
+        if self.proj is None:
+            return F.linear(h, token_weight[self.answer_ids])
+        return self.proj(h)
+
+
+# ---------------------------------------------------------------------------------------
+# The model contract
+# ---------------------------------------------------------------------------------------
+class WindModel(nn.Module):
+    """Base of every architecture. Subclasses set ``name`` and ``Config``, build ``embed``
+    (an :class:`InputAdapter`), ``head`` (an :class:`OutputHead`), and implement
+    :meth:`mix` and :meth:`capture_names`."""
+
+    name: ClassVar[str]
+    Config: ClassVar[type[ModelConfig]]
+
+    def __init__(self, spec: TaskSpec, config: ModelConfig | None = None, **params: Any):
+        super().__init__()
+        if config is not None and params:
+            raise ConfigError("pass either a config object or keyword parameters, not both")
+        if config is None:
+            config = self.Config.build(params, where=f"model '{self.name}'")
+        self.spec = spec
+        self.config = config.resolve(spec)
+
+    def forward(self, inputs: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Outputs ``(B, T, O)``, or ``(B, P, O)`` at ``positions`` (P,) only."""
+        return self._run(inputs, positions, NO_CAPTURE)
+
+    def run_with_cache(self, inputs: torch.Tensor, names: Iterable[str] | None = None,
+                       positions: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Outputs and the activations at ``names`` (all capture points when None).
+
+        Sequence models capture at all T positions even when ``positions`` is given. A capture
+        point that a bypass skips (e.g. the attention of a bypassed block) is absent."""
+        valid = self.capture_names()
+        names = valid if names is None else list(names)
+        unknown = [n for n in names if n not in valid]
+        if unknown:
+            raise ConfigError(f"unknown capture name(s) {', '.join(unknown)} for model '{self.name}'; "
+                              f"valid: {', '.join(valid)}")
+        cache = Capture(names)
+        return self._run(inputs, positions, cache), cache.store
+
+    def capture_names(self) -> list[str]:
+        """Every valid capture name of this model."""
+        raise NotImplementedError
+
+    def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
+        """Embedded inputs (B, T, d) -> final-normed states (B, T, d), causally."""
+        raise NotImplementedError
+
+    def _run(self, inputs: torch.Tensor, positions: torch.Tensor | None, cache: Capture) -> torch.Tensor:
+        x = self.embed(inputs)
+        cache.put("embed", x)
+        h = self.mix(x, cache)
+        cache.put("final", h)
+        if positions is not None:
+            h = h[:, positions]
+        return self.head(h, self.embed.tok.weight)
+
+    def n_params(self) -> int:
+        """Number of trainable parameters (tied weights counted once)."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+
+# ---------------------------------------------------------------------------------------
+# Registry
+# ---------------------------------------------------------------------------------------
+MODELS: Registry[type[WindModel]] = Registry("model")
+register_model = MODELS.register
+model_names = MODELS.names
+model_class = MODELS.get
+
+
+def make_model(name: str, spec: TaskSpec, params: dict[str, Any] | None = None) -> WindModel:
+    """Build a registered architecture for a task from (validated) parameters."""
+    cls = model_class(name)
+    return cls(spec, cls.Config.build(params, where=f"model '{name}'"))

@@ -1,0 +1,188 @@
+"""Mamba-1 (selective state space model) in pure PyTorch, fast enough to train on a CPU.
+
+Each residual block is ``x + mixer(rmsnorm(x))``; the mixer follows Gu & Dao (2023): in_proj to
+(u, z), depthwise causal conv1d + SiLU on u, x_proj -> (dt_rank, B, C), dt = softplus(dt_proj(.)),
+A = -exp(A_log) (S4D-real init), the selective scan h_t = exp(dt_t A) h_{t-1} + dt_t B_t u_t,
+y_t = C_t h_t + D u_t, gated by SiLU(z), out_proj. On CUDA the ``mamba_ssm`` kernel
+``selective_scan_fn`` is used when it is installed.
+
+Capture points: ``embed``, ``blocks.{i}.ssm.dt`` (B, T, d_inner), ``blocks.{i}.ssm.B`` and
+``blocks.{i}.ssm.C`` (B, T, d_state), ``blocks.{i}.resid_post`` (B, T, d), ``final``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from torch import nn
+
+from windtunnel.models.base import (
+    Capture,
+    InputAdapter,
+    ModelConfig,
+    OutputHead,
+    WindModel,
+    register_model,
+)
+from windtunnel.tasks.base import TaskSpec
+
+
+class MambaConfig(ModelConfig):
+    n_layers: int = Field(6, ge=1, le=128)
+    d_model: int = Field(192, ge=1, le=16384)
+    d_state: int = Field(16, ge=1, le=256)
+    d_conv: int = Field(4, ge=1, le=16)
+    expand: int = Field(2, ge=1, le=8)
+    dt_rank: int | None = Field(None, ge=1, description="rank of the dt projection; default ceil(d_model / 16)")
+    pos_embed: bool = Field(False, description="add learned absolute position embeddings")
+
+    @property
+    def has_position_table(self) -> bool:
+        return self.pos_embed
+
+    def resolve(self, spec: TaskSpec) -> MambaConfig:
+        cfg = super().resolve(spec)
+        return cfg if cfg.dt_rank is not None else cfg.replace(dt_rank=math.ceil(cfg.d_model / 16))
+
+
+# ---------------------------------------------------------------------------------------
+# The selective scan
+# ---------------------------------------------------------------------------------------
+class SelectiveScan(torch.autograd.Function):
+    """The selective scan without the D skip: y_t = C_t . h_t, h_t = exp(dt_t A) h_{t-1} + dt_t B_t u_t.
+
+    Shapes: u, dt (B, T, Di); A (Di, N); B, C (B, T, N). Internally time-major, so each step of
+    the loop over time is one contiguous in-place update vectorised over batch, channels and
+    state. The backward runs the adjoint recurrence g_t = C_t dL/dy_t + exp(dt_{t+1} A) g_{t+1}
+    by hand, keeping only two (T, B, Di, N) tensors alive in each pass."""
+
+    @staticmethod
+    def forward(ctx, u, dt, A, B, C):
+        u, dt, B, C = (x.transpose(0, 1).contiguous() for x in (u, dt, B, C))
+        dA = (dt.unsqueeze(-1) * A).exp_()  # (T, B, Di, N)
+        h = (dt * u).unsqueeze(-1) * B.unsqueeze(2)  # dt B u, turned into h in place
+        for t in range(1, h.shape[0]):
+            h[t].addcmul_(dA[t], h[t - 1])
+        ctx.save_for_backward(u, dt, A, B, C, dA, h)
+        return (h @ C.unsqueeze(-1)).squeeze(-1).transpose(0, 1)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        u, dt, A, B, C, dA, h = ctx.saved_tensors
+        gy = grad_y.transpose(0, 1).contiguous().unsqueeze(-2)  # (T, B, 1, Di)
+        g = gy.mT * C.unsqueeze(2)  # dL/dh (T, B, Di, N), turned into the adjoint in place
+        for t in range(g.shape[0] - 2, -1, -1):
+            g[t].addcmul_(dA[t + 1], g[t + 1])
+        grad_C = (gy @ h).squeeze(-2)
+        grad_B = ((dt * u).unsqueeze(-2) @ g).squeeze(-2)
+        grad_dtu = (g @ B.unsqueeze(-1)).squeeze(-1)
+        s = g[1:].mul_(h[:-1]).mul_(dA[1:])  # dL/d(dt A) at t >= 1 (h_{-1} = 0)
+        grad_dt = grad_dtu * u
+        grad_dt[1:] += (s * A).sum(-1)
+        grad_A = s.mul_(dt[1:].unsqueeze(-1)).sum((0, 1))
+        return ((grad_dtu * dt).transpose(0, 1), grad_dt.transpose(0, 1), grad_A,
+                grad_B.transpose(0, 1), grad_C.transpose(0, 1))
+
+
+@functools.cache
+def _cuda_selective_scan():
+    """``mamba_ssm``'s fused selective scan, or None when it is not installed."""
+    try:
+        from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
+    except ImportError:
+        return None
+    return selective_scan_fn
+
+
+def selective_scan(u: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
+                   C: torch.Tensor, D: torch.Tensor) -> torch.Tensor:
+    """y_t = C_t . h_t + D u_t with h_t = exp(dt_t A) h_{t-1} + dt_t B_t u_t and h_{-1} = 0.
+
+    Shapes: u, dt (B, T, Di); A (Di, N); B, C (B, T, N); D (Di,). Returns (B, T, Di)."""
+    kernel = _cuda_selective_scan() if u.is_cuda else None
+    if kernel is not None:
+        return kernel(u.mT, dt.mT, A, B.mT, C.mT, D.float()).mT
+    dtype = torch.promote_types(u.dtype, torch.float32)
+    with torch.autocast(u.device.type, enabled=False):  # the scan runs in float32 (or float64)
+        y = SelectiveScan.apply(*(x.to(dtype) for x in (u, dt, A, B, C)))
+    return y + u * D
+
+
+class MambaMixer(nn.Module):
+    """The selective SSM of one Mamba block (parameter names as in ``mamba_ssm``)."""
+
+    def __init__(self, cfg: MambaConfig):
+        super().__init__()
+        d, di, n, r = cfg.d_model, cfg.expand * cfg.d_model, cfg.d_state, cfg.dt_rank
+        self.sizes = (r, n, n)
+        self.in_proj = nn.Linear(d, 2 * di, bias=False)
+        self.conv1d = nn.Conv1d(di, di, cfg.d_conv, groups=di, padding=cfg.d_conv - 1)
+        self.x_proj = nn.Linear(di, r + 2 * n, bias=False)
+        self.dt_proj = nn.Linear(r, di)
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, n + 1, dtype=torch.float32)).repeat(di, 1))
+        self.D = nn.Parameter(torch.ones(di))
+        self.out_proj = nn.Linear(di, d, bias=False)
+        self._init_dt(r)
+
+    @torch.no_grad()
+    def _init_dt(self, dt_rank: int, dt_min: float = 1e-3, dt_max: float = 0.1) -> None:
+        """dt_proj weight U(+-dt_rank^-0.5); bias = softplus^-1 of dt ~ log-uniform[dt_min, dt_max]."""
+        nn.init.uniform_(self.dt_proj.weight, -dt_rank ** -0.5, dt_rank ** -0.5)
+        u = torch.rand_like(self.dt_proj.bias)
+        dt = torch.exp(u * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min)).clamp(min=1e-4)
+        self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+
+    def forward(self, x: torch.Tensor, cache: Capture, name: str) -> torch.Tensor:
+        T = x.shape[1]
+        u, z = self.in_proj(x).chunk(2, dim=-1)
+        u = F.silu(self.conv1d(u.mT)[..., :T].mT)
+        dt, B, C = self.x_proj(u).split(self.sizes, dim=-1)
+        dt = F.softplus(self.dt_proj(dt))
+        cache.put(f"{name}.dt", dt)
+        cache.put(f"{name}.B", B)
+        cache.put(f"{name}.C", C)
+        y = selective_scan(u, dt, -torch.exp(self.A_log), B, C, self.D)
+        return self.out_proj(y * F.silu(z))
+
+
+class MambaBlock(nn.Module):
+    def __init__(self, cfg: MambaConfig):
+        super().__init__()
+        self.norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
+        self.mixer = MambaMixer(cfg)
+
+    def forward(self, x: torch.Tensor, cache: Capture, name: str) -> torch.Tensor:
+        x = x + self.mixer(self.norm(x), cache, f"{name}.ssm")
+        cache.put(f"{name}.resid_post", x)
+        return x
+
+
+@register_model
+class Mamba(WindModel):
+    """Embed (+ optional positions), residual Mamba blocks, final RMSNorm, head."""
+
+    name = "mamba"
+    Config = MambaConfig
+
+    def __init__(self, spec: TaskSpec, config: MambaConfig | None = None, **params):
+        super().__init__(spec, config, **params)
+        c = self.config
+        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None)
+        self.blocks = nn.ModuleList(MambaBlock(c) for _ in range(c.n_layers))
+        self.norm_f = nn.RMSNorm(c.d_model, eps=1e-5)
+        self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
+
+    def capture_names(self) -> list[str]:
+        names = ["embed"]
+        for i in range(self.config.n_layers):
+            names += [f"blocks.{i}.ssm.{k}" for k in ("dt", "B", "C")] + [f"blocks.{i}.resid_post"]
+        return names + ["final"]
+
+    def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
+        for i, block in enumerate(self.blocks):
+            x = block(x, cache, f"blocks.{i}")
+        return self.norm_f(x)

@@ -1,0 +1,163 @@
+"""Causal pre-norm transformer decoder with learned absolute positions (Paper I, section 2.1).
+
+Capture points (TransformerLens names): ``embed``, ``blocks.{i}.attn.q|k|v|z`` (B, H, T, dh),
+``blocks.{i}.attn.pattern`` (B, H, T, T), ``blocks.{i}.resid_post`` (B, T, d), ``final``.
+Ablations: the ``head_mask`` buffer (n_layers, n_heads) multiplies each head's output ``z``
+before W_O, and :meth:`Transformer.set_bypass` skips a block, its attention or its FFN.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from torch import nn
+
+from windtunnel.config import ConfigError
+from windtunnel.models.base import (
+    Capture,
+    InputAdapter,
+    ModelConfig,
+    OutputHead,
+    WindModel,
+    init_normal,
+    make_norm,
+    register_model,
+)
+from windtunnel.tasks.base import TaskSpec
+
+Bypass = Literal["block", "attn", "ffn"]
+
+
+class TransformerConfig(ModelConfig):
+    n_layers: int = Field(6, ge=1, le=128)
+    n_heads: int = Field(6, ge=1, le=256)
+    d_model: int = Field(192, ge=1, le=16384)
+    d_ffn: int | None = Field(None, ge=1, description="FFN width; default 4 * d_model")
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+
+    def resolve(self, spec: TaskSpec) -> TransformerConfig:
+        cfg = super().resolve(spec)
+        if cfg.d_model % cfg.n_heads:
+            raise ConfigError(f"d_model {cfg.d_model} must be a multiple of n_heads {cfg.n_heads}")
+        return cfg if cfg.d_ffn is not None else cfg.replace(d_ffn=4 * cfg.d_model)
+
+    def knob_step(self, knob: str) -> int:
+        return self.n_heads if knob == "d_model" else 1
+
+
+class FeedForward(nn.Module):
+    """Linear(d, d_ffn) -> GELU -> Linear(d_ffn, d) -> dropout."""
+
+    def __init__(self, d: int, d_ffn: int, dropout: float = 0.0):
+        super().__init__()
+        self.fc1 = nn.Linear(d, d_ffn)
+        self.fc2 = nn.Linear(d_ffn, d)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.fc2(F.gelu(self.fc1(x))))
+
+
+class Attention(nn.Module):
+    """Multi-head causal self-attention with fused QKV and no biases.
+
+    Uses ``scaled_dot_product_attention`` unless the pattern is captured, which needs the
+    explicit softmax(QK^T / sqrt(dh)) path; both give the same outputs."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.n_heads = cfg.n_heads
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.dropout = cfg.dropout
+        self.resid_drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, head_mask: torch.Tensor, cache: Capture, name: str) -> torch.Tensor:
+        B, T, d = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+        p = self.dropout if self.training else 0.0
+        if cache.wants(f"{name}.pattern"):
+            scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+            future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+            pattern = scores.masked_fill(future, float("-inf")).softmax(-1)
+            cache.put(f"{name}.pattern", pattern)
+            z = F.dropout(pattern, p, self.training) @ v
+        else:
+            z = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        z = z * head_mask[:, None, None]
+        for key, value in (("q", q), ("k", k), ("v", v), ("z", z)):
+            cache.put(f"{name}.{key}", value)
+        return self.resid_drop(self.proj(z.transpose(1, 2).reshape(B, T, d)))
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: x + attn(norm(x)), then x + ffn(norm(x))."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.norm1 = make_norm(cfg.norm, cfg.d_model)
+        self.attn = Attention(cfg)
+        self.norm2 = make_norm(cfg.norm, cfg.d_model)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ffn, cfg.dropout)
+
+    def forward(self, x: torch.Tensor, head_mask: torch.Tensor, bypass: Bypass | None,
+                cache: Capture, name: str) -> torch.Tensor:
+        if bypass not in ("block", "attn"):
+            x = x + self.attn(self.norm1(x), head_mask, cache, f"{name}.attn")
+        if bypass not in ("block", "ffn"):
+            x = x + self.ffn(self.norm2(x))
+        cache.put(f"{name}.resid_post", x)
+        return x
+
+
+@register_model
+class Transformer(WindModel):
+    """Causal decoder: embed + positions, pre-norm blocks, final norm, head. Init N(0, 0.02)."""
+
+    name = "transformer"
+    Config = TransformerConfig
+
+    def __init__(self, spec: TaskSpec, config: TransformerConfig | None = None, **params):
+        super().__init__(spec, config, **params)
+        c = self.config
+        self.embed = InputAdapter(spec, c.d_model, c.max_len)
+        self.drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
+        self.norm = make_norm(c.norm, c.d_model)
+        self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
+        self.apply(init_normal)
+        self.register_buffer("head_mask", torch.ones(c.n_layers, c.n_heads), persistent=False)
+        self.bypass: list[Bypass | None] = [None] * c.n_layers
+
+    def capture_names(self) -> list[str]:
+        names = ["embed"]
+        for i in range(self.config.n_layers):
+            names += [f"blocks.{i}.attn.{k}" for k in ("q", "k", "v", "pattern", "z")]
+            names.append(f"blocks.{i}.resid_post")
+        return names + ["final"]
+
+    def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
+        x = self.drop(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x, self.head_mask[i], self.bypass[i], cache, f"blocks.{i}")
+        return self.norm(x)
+
+    # --- ablations ---------------------------------------------------------------------
+    def set_bypass(self, layer: int, what: Bypass | None) -> None:
+        """Make block ``layer`` the identity ("block"), skip its attention ("attn") or its FFN
+        ("ffn"); None restores it."""
+        n = self.config.n_layers
+        if not isinstance(layer, int) or not 0 <= layer < n:
+            raise ConfigError(f"layer must be an integer in 0..{n - 1}, got {layer!r}")
+        if what not in ("block", "attn", "ffn", None):
+            raise ConfigError(f"bypass must be one of block, attn, ffn or None, got {what!r}")
+        self.bypass[layer] = what
+
+    def clear_ablations(self) -> None:
+        """Unmask every head and remove every bypass."""
+        self.head_mask.fill_(1.0)
+        self.bypass = [None] * self.config.n_layers

@@ -1,0 +1,155 @@
+"""Run configs: which task, which model, how to train and evaluate; profiles as JSON files.
+
+A run is fully described by a :class:`RunConfig`. Profiles (``src/windtunnel/configs/<profile>/
+<task>.json``) hold the task parameters, the training and evaluation settings and one block of
+model parameters per architecture; :func:`resolve_run` picks one architecture out of a profile
+and applies ``key=value`` overrides. The resolved config is saved with every run, and its
+content hash names the run directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from windtunnel.config import ConfigError, StrictConfig
+
+
+class TrainConfig(StrictConfig):
+    steps: int = Field(2000, ge=0, le=10_000_000, description="optimizer steps")
+    batch_size: int = Field(64, ge=1, le=65536, description="sequences per step (fresh from the sampler)")
+    lr: float = Field(1e-3, gt=0, le=1.0, description="peak learning rate")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas")
+    weight_decay: float = Field(0.01, ge=0, le=10, description="AdamW decoupled weight decay")
+    schedule: Literal["constant", "cosine"] = Field("constant", description="after warmup: constant or cosine to 0")
+    warmup: int = Field(0, ge=0, description="linear warmup steps (capped at steps)")
+    grad_clip: float = Field(1.0, ge=0, description="max gradient norm (0: off)")
+    loss: Literal["auto", "ce", "soft_ce", "gaussian_nll"] = Field(
+        "auto", description="auto: the task's default (ce; soft_ce for HMM; gaussian_nll for regression)"
+    )
+    seed: int = Field(0, ge=0, description="seeds model init and the train/eval data streams")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when available")
+    precision: Literal["auto", "fp32", "bf16"] = Field("auto", description="auto: bf16 autocast on CUDA, fp32 on CPU")
+    threads: int = Field(0, ge=0, le=512, description="CPU threads for torch (0: leave torch's default)")
+    eval_every: int = Field(0, ge=0, description="steps between held-out entropy-error checks (0: ~10 per run)")
+    eval_probe_size: int = Field(256, ge=1, description="sequences in the periodic held-out check")
+    checkpoints: int = Field(12, ge=0, le=1000, description="log-spaced weight checkpoints (plus step 0 and the end)")
+    resume_every_s: float = Field(60.0, gt=0, description="seconds between resumable checkpoints")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"betas must lie in [0, 1), got {self.betas}")
+        return self
+
+
+class EvalConfig(StrictConfig):
+    n_sequences: int = Field(2000, ge=1, description="held-out sequences (eval stream)")
+    batch_size: int = Field(500, ge=1, description="sequences per forward pass in evaluation")
+    lengths: list[int] = Field(default_factory=list, description="extra lengths to evaluate (e.g. HMM K = 30, 50)")
+    n_boot: int = Field(1000, ge=1, description="bootstrap resamples for the 95% intervals")
+
+
+class RunConfig(StrictConfig):
+    task: str = Field(description="registered task name")
+    task_params: dict[str, Any] = Field(default_factory=dict)
+    model: str = Field(description="registered architecture name")
+    model_params: dict[str, Any] = Field(default_factory=dict)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    profile: str | None = Field(None, description="the profile this run started from (recorded, not used)")
+
+    def content_hash(self) -> str:
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+    def run_name(self) -> str:
+        return f"{self.task}-{self.model}-{self.content_hash()}"
+
+
+# ---------------------------------------------------------------------------------------
+# Profiles and overrides
+# ---------------------------------------------------------------------------------------
+def profile_names() -> list[str]:
+    root = resources.files("windtunnel") / "configs"
+    return sorted(p.name for p in root.iterdir() if p.is_dir())
+
+
+def load_profile(profile: str, task: str) -> dict[str, Any]:
+    """The profile file for ``task`` as a dict (see ``src/windtunnel/configs``)."""
+    root = resources.files("windtunnel") / "configs"
+    path = root / profile / f"{task}.json"
+    if not (root / profile).is_dir():
+        raise ConfigError(f"unknown profile '{profile}'; available: {', '.join(profile_names())}")
+    if not path.is_file():
+        have = sorted(p.name.removesuffix(".json") for p in (root / profile).iterdir())
+        raise ConfigError(f"profile '{profile}' has no config for task '{task}'; it has: {', '.join(have)}")
+    return json.loads(path.read_text())
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b=value`` -> (["a", "b"], value); the value is JSON when it parses, else a string."""
+    key, eq, raw = item.partition("=")
+    if not eq or not key:
+        raise ConfigError(f"override {item!r} must look like section.field=value (e.g. train.steps=500)")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key.split("."), value
+
+
+def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    out = json.loads(json.dumps(doc))
+    for item in overrides:
+        path, value = parse_override(item)
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: '{part}' is not a section")
+        node[path[-1]] = value
+    return out
+
+
+def resolve_run(
+    task: str, model: str, profile: str | None = "quick", overrides: list[str] | None = None
+) -> RunConfig:
+    """A validated :class:`RunConfig` for one architecture from a profile plus overrides.
+
+    Override keys: ``task_params.V=10``, ``model_params.d_model=128``, ``train.steps=500``,
+    ``eval.lengths=[30,50]``.
+    """
+    from windtunnel.models import model_class
+    from windtunnel.tasks import task_class
+
+    task_class(task), model_class(model)  # unknown names fail here, listing the known ones
+    doc: dict[str, Any] = {"task": task, "model": model, "profile": profile}
+    if profile is not None:
+        prof = load_profile(profile, task)
+        models = prof.get("models", {})
+        if model not in models:
+            raise ConfigError(
+                f"profile '{profile}' for task '{task}' has no settings for model '{model}'; it has: {', '.join(models)}"
+            )
+        doc.update(
+            task_params=prof.get("task_params", {}),
+            model_params=models[model],
+            train=prof.get("train", {}),
+            eval=prof.get("eval", {}),
+        )
+    doc = apply_overrides(doc, overrides or [])
+    return RunConfig.build(doc, where="run")
+
+
+def read_run_config(path: Path) -> RunConfig:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"cannot read run config {path}: {exc}") from None
+    return RunConfig.build(doc, where=f"run ({path})")
