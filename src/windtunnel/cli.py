@@ -244,5 +244,34 @@ def run(
     _run_errors(go)
 
 
+@app.command()
+def diagnose(
+    run_dir: Path = typer.Argument(..., help="a run directory made by `windtunnel train` or `windtunnel run`"),
+    analyses: Optional[str] = typer.Option(None, "--analyses", help="comma-separated subset (default: all that apply)"),
+    seed: int = typer.Option(0, "--seed", help="seed of the probe batch"),
+    n_sequences: int = typer.Option(256, "--n", help="probe sequences"),
+    threads: int = typer.Option(0, "--threads", help="torch CPU threads (0: torch's default; 1 is faster on a busy machine)"),
+    json_out: bool = typer.Option(False, "--json", help="print diagnostics.json"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress output"),
+) -> None:
+    """Geometric diagnostics of a trained run (Paper I): key frames, attention, value manifold, ablations."""
+    from windtunnel.geometry.diagnose import run_diagnostics
+
+    def go():
+        import torch
+
+        if threads:
+            torch.set_num_threads(threads)
+        names = [a.strip() for a in analyses.split(",")] if analyses else None
+        result = run_diagnostics(run_dir, names, n_sequences=n_sequences, seed=seed, progress=not quiet)
+        if json_out:
+            typer.echo(json.dumps(result, indent=1))
+        else:
+            typer.echo((run_dir / "diagnostics.md").read_text())
+            typer.echo(f"written: {run_dir}/diagnostics.json, {run_dir}/diagnostics.md, plots in {run_dir}/plots/geometry")
+
+    _run_errors(go)
+
+
 def main() -> None:  # pragma: no cover
     app()

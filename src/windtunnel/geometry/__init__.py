@@ -1,1 +1,11 @@
-"""geometry"""
+"""Geometric diagnostics of trained wind-tunnel models (Paper I's mechanism).
+
+``run_diagnostics(run_dir)`` runs every analysis in :data:`ANALYSES` that applies to the run
+(key frame, attention focusing, value manifold, ablations, logit lens, training dynamics,
+recurrent geometry), each beside a computed null; :mod:`windtunnel.geometry.stats` holds the
+pure statistics they share.
+"""
+
+from windtunnel.geometry.diagnose import ANALYSES, run_diagnostics
+
+__all__ = ["ANALYSES", "run_diagnostics"]

@@ -1,0 +1,154 @@
+"""``run_diagnostics``: every geometric analysis that applies to a run, with its nulls.
+
+Analyses are named units over one shared :class:`~windtunnel.geometry.context.Context` (the
+run's final and step-0 models and the activations they produce on one fixed probe batch).
+Results go to ``diagnostics.json`` (numbers, nulls and tests per analysis; skipped analyses
+with the reason), ``diagnostics.md`` (short tables) and ``plots/geometry/*.png`` in the run
+directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
+
+from windtunnel.config import ConfigError
+from windtunnel.geometry import ablation, attention, dynamics, keyframe, logit_lens, manifold, recurrent
+from windtunnel.geometry.context import Context
+from windtunnel.geometry.markdown import render
+from windtunnel.train.checkpoint import atomic_write_text
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str
+    title: str
+    applies: Callable[[Context], str | None]
+    run: Callable[[Context], dict]
+
+
+REGISTRY: dict[str, Analysis] = {a.name: a for a in (
+    Analysis("key_frame", "Key frame (orthogonality of hypothesis keys)", keyframe.applies, keyframe.run),
+    Analysis("attention", "Attention focusing", attention.applies, attention.run),
+    Analysis("value_manifold", "Value manifold", manifold.applies, manifold.run),
+    Analysis("ablation", "Head and block ablations", ablation.applies, ablation.run),
+    Analysis("logit_lens", "Logit lens", logit_lens.applies, logit_lens.run),
+    Analysis("dynamics", "Frame-precision dissociation over training", dynamics.applies, dynamics.run),
+    Analysis("recurrent", "Recurrent geometry", recurrent.applies, recurrent.run),
+)}
+#: the names of every analysis, in the order they run
+ANALYSES: tuple[str, ...] = tuple(REGISTRY)
+DEFAULT_N_SEQUENCES = 256
+NEEDS_ACTIVATIONS = {"attention", "value_manifold", "logit_lens", "dynamics", "recurrent"}
+
+
+def parse_analyses(analyses: list[str] | str | None) -> list[str] | None:
+    """Validate a list (or comma-separated string) of analysis names; None means all."""
+    if analyses is None:
+        return None
+    if isinstance(analyses, str):
+        analyses = [a for a in analyses.split(",")]
+    names = [a.strip() for a in analyses if a.strip()]
+    if not names:
+        raise ConfigError(f"analyses is empty; choose from: {', '.join(ANALYSES)}")
+    unknown = [a for a in names if a not in REGISTRY]
+    if unknown:
+        raise ConfigError(f"unknown analysis {', '.join(repr(a) for a in unknown)}; choose from: {', '.join(ANALYSES)}")
+    return list(dict.fromkeys(names))
+
+
+def jsonable(x: Any) -> Any:
+    """Plain JSON types: numpy/torch scalars and arrays to numbers and lists, NaN/inf to None."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, torch.Tensor):
+        return jsonable(x.tolist())
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, (np.integer, int)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        x = float(x)
+        return x if math.isfinite(x) else None
+    if x is None or isinstance(x, str):
+        return x
+    if isinstance(x, Path):
+        return str(x)
+    raise TypeError(f"cannot write {type(x).__name__} to diagnostics.json")
+
+
+def run_diagnostics(run_dir: Path | str, analyses: list[str] | None = None,
+                    n_sequences: int = DEFAULT_N_SEQUENCES, seed: int = 0, progress: bool = True) -> dict:
+    """Diagnose the run in ``run_dir``: every analysis in ``analyses`` (None: all that apply).
+
+    Writes ``diagnostics.json``, ``diagnostics.md`` and ``plots/geometry/*.png`` into the run
+    directory and returns the JSON document as a dict. ``n_sequences`` sequences from the
+    task's probe stream of ``seed`` form the fixed probe batch. An unknown analysis name, or one
+    asked for explicitly that does not apply to the run's architecture or task, is a
+    :class:`~windtunnel.config.ConfigError`; with ``analyses=None`` such analyses are skipped
+    and the reason is recorded. A missing or unreadable run raises ConfigError or
+    :class:`~windtunnel.train.checkpoint.CheckpointError`.
+    """
+    from windtunnel.report.geometry_plots import plot_all
+
+    wanted = parse_analyses(analyses)
+    t_start = time.perf_counter()
+    ctx = Context(run_dir, n_sequences=n_sequences, seed=seed)
+    names = wanted if wanted is not None else list(ANALYSES)
+    todo, skipped = [], {}
+    for name in names:
+        reason = REGISTRY[name].applies(ctx)
+        if reason is None:
+            todo.append(name)
+        elif wanted is not None:
+            raise ConfigError(f"analysis '{name}' does not apply to this run "
+                              f"({ctx.config.task}/{ctx.config.model}): {reason}")
+        else:
+            skipped[name] = reason
+
+    def say(msg: str) -> None:
+        if progress:
+            print(msg, file=sys.stderr, flush=True)
+
+    results, timings = {}, {}
+    t_setup = time.perf_counter() - t_start
+    # numpy's matrices here are small (d x d); a multithreaded BLAS gains nothing on them and
+    # stalls badly (30x measured) when the cores are busy, so it runs single-threaded
+    with torch.no_grad(), threadpool_limits(1, user_api="blas"):
+        if set(todo) & NEEDS_ACTIVATIONS:  # capture once, timed on its own
+            t0 = time.perf_counter()
+            ctx.acts("final"), ctx.acts("init")
+            timings["capture"] = time.perf_counter() - t0
+        for name in todo:
+            say(f"[diagnose] {name} ...")
+            t0 = time.perf_counter()
+            results[name] = REGISTRY[name].run(ctx)
+            timings[name] = time.perf_counter() - t0
+            say(f"[diagnose] {name}: {timings[name]:.1f} s")
+    doc: dict[str, Any] = {**ctx.describe(), "analyses_run": todo, "skipped": skipped,
+                           "init_weights": ctx.init_source or None, "results": results}
+    doc = jsonable(doc)
+    out_dir = ctx.run_dir / "plots" / "geometry"
+    t0 = time.perf_counter()
+    paths = plot_all(doc["results"], out_dir)
+    timings["plots"] = time.perf_counter() - t0
+    timings["setup"] = t_setup
+    timings["total"] = time.perf_counter() - t_start
+    doc["plots"] = [str(p.relative_to(ctx.run_dir)) for p in paths]
+    doc["seconds"] = jsonable(timings)
+    atomic_write_text(ctx.run_dir / "diagnostics.json", json.dumps(doc, indent=1, allow_nan=False))
+    atomic_write_text(ctx.run_dir / "diagnostics.md", render(doc))
+    return doc

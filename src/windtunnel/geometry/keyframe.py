@@ -1,0 +1,195 @@
+"""Key frame (Paper I section 6.1): are the keys of the hypothesis tokens orthogonal?
+
+For layer l and head h, with W_K^{(l,h)} the (d_head, d) slice of the fused QKV weight (rows
+d + h*d_head .. d + (h+1)*d_head of ``qkv.weight``):
+
+* ``tokens_raw`` (the authors' ``qkv_analysis.py``; headline): keys K = E W_K^T of the raw token
+  embeddings E (no position, no norm) of the task's hypothesis tokens, at every layer.
+* ``tokens_prenorm``: the same keys after the layer's own pre-attention norm (``norm1``) is
+  applied to E; at layer 0 that is what the first attention really sees, bar the positions.
+* ``wk_columns`` (Paper III section 3.2): the d_head columns of W_K^{(l,h)} in R^d, no tokens.
+* ``value_tokens_raw`` / ``value_tokens_prenorm`` (sep-vocab bijection only): the same keys for
+  the V value tokens, the tokens an attention head must tell apart to know which answers are
+  used (in the paired format keys and values share tokens 0..V-1, so one set covers both).
+
+The statistic is the mean |off-diagonal cosine| of the rows of K (0 = orthogonal); the signed
+mean (what ``qkv_analysis.py`` prints) is recorded beside it. Nulls: the
+step-0 checkpoint (same statistic), and ``n_null`` draws of shape-matched random weights
+(embeddings and W_K ~ N(0, 0.02), the initialisation law; norms at their initial identity
+affine). Tests: a Monte Carlo p-value of the layer mean against the random draws (one-sided,
+"less orthogonal than random?" is the alternative "less"), and a two-sided permutation test of
+trained against step-0 |cos| values pooled over the layer's heads and token pairs (pairs are
+not independent, so read it as a descriptive test).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+
+from windtunnel.geometry import stats
+from windtunnel.geometry.context import Context, is_transformer
+
+VARIANTS = ("tokens_raw", "tokens_prenorm", "wk_columns")
+HEADLINE = "tokens_raw"
+
+
+def hypothesis_tokens(task) -> tuple[list[int], str] | None:
+    """Token ids whose keys form the hypothesis frame, and what they are (None: no such tokens).
+
+    bijection: the V key tokens (0..V-1 in both formats); hmm: the observation symbols (the
+    evidence each position reads); recall: the key tokens; sula: the two label tokens. Other
+    token tasks fall back to ``answer_token_ids``."""
+    spec = task.spec
+    if spec.input_kind != "tokens":
+        return None
+    name = spec.name
+    if name == "bijection":
+        return list(range(task.config.V)), f"the {task.config.V} key tokens"
+    if name == "hmm":
+        o0 = task.token_ids["o0"]
+        return list(range(o0, o0 + task.config.O)), f"the {task.config.O} observation symbols"
+    if name == "recall":
+        from windtunnel.tasks.recall import KEY0
+
+        return list(range(KEY0, KEY0 + task.config.n_keys)), f"the {task.config.n_keys} key tokens"
+    if name == "sula":
+        n = task.config.n_words
+        return [n, n + 1], "the two label tokens"
+    if spec.answer_token_ids is not None and len(spec.answer_token_ids) >= 2:
+        return list(spec.answer_token_ids), "the answer tokens"
+    return None
+
+
+def extra_token_sets(task) -> dict[str, tuple[list[int], str]]:
+    """Further token sets measured beside the hypothesis tokens: the V value tokens of the
+    sep-vocab bijection (the answers the attention must tell apart), prefixed ``value_``."""
+    if task.spec.name == "bijection" and task.config.format == "sepvocab":
+        V = task.config.V
+        return {"value_": (list(range(V, 2 * V)), f"the {V} value tokens")}
+    return {}
+
+
+def applies(ctx: Context) -> str | None:
+    if not is_transformer(ctx.model):
+        return f"needs attention keys; model '{ctx.config.model}' has none"
+    if hypothesis_tokens(ctx.task) is None:
+        return f"task '{ctx.config.task}' has no hypothesis tokens (vector inputs)"
+    return None
+
+
+def key_weights(model) -> list[torch.Tensor]:
+    """Per layer, W_K of every head: (H, d_head, d), from the fused QKV layout (q, k, v blocks)."""
+    out = []
+    for block in model.blocks:
+        w = block.attn.qkv.weight.detach().double()
+        d, H = w.shape[1], block.attn.n_heads
+        out.append(w[d : 2 * d].reshape(H, d // H, d))
+    return out
+
+
+def frame_vectors(model, tokens: list[int], variant: str) -> list[torch.Tensor]:
+    """Per layer the vectors whose cosines are measured: (H, n, d_head) keys or (H, d_head, d) columns."""
+    wk = key_weights(model)
+    if variant == "wk_columns":
+        return wk
+    e = model.embed.tok.weight.detach()[torch.as_tensor(tokens)]
+    out = []
+    for block, w in zip(model.blocks, wk):
+        x = block.norm1(e) if variant == "tokens_prenorm" else e
+        out.append(torch.einsum("nd,hkd->hnk", x.double(), w))
+    return out
+
+
+def per_head(model, tokens: list[int], variant: str) -> list[np.ndarray]:
+    """Per layer, the (H,) mean |off-diagonal cosine| of every head."""
+    return [np.atleast_1d(stats.mean_offdiag_abs_cosine(v)) for v in frame_vectors(model, tokens, variant)]
+
+
+def random_null(model, tokens: list[int], variant: str, n_null: int, seed: int) -> list[np.ndarray]:
+    """Per layer, ``n_null`` layer means of the statistic on shape-matched N(0, 0.02) weights."""
+    g = torch.Generator().manual_seed(seed)
+    d = model.embed.tok.weight.shape[1]
+    n = len(tokens)
+    out = []
+    for block, w in zip(model.blocks, key_weights(model)):
+        H, dh, _ = w.shape
+        wk = torch.randn(n_null, H, dh, d, generator=g, dtype=torch.float64) * 0.02
+        if variant == "wk_columns":
+            vecs = wk
+        else:
+            e = torch.randn(n_null, n, d, generator=g, dtype=torch.float64) * 0.02
+            if variant == "tokens_prenorm":
+                norm = copy.deepcopy(block.norm1).double()
+                norm.reset_parameters()
+                with torch.no_grad():
+                    e = norm(e)
+            vecs = torch.einsum("snd,shkd->shnk", e, wk)
+        out.append(stats.mean_offdiag_abs_cosine(vecs).mean(-1))  # (n_null,)
+    return out
+
+
+def _pairs(model, tokens, variant) -> list[np.ndarray]:
+    return [stats.offdiag_abs_cosines(v.numpy()).ravel() for v in frame_vectors(model, tokens, variant)]
+
+
+def run(ctx: Context, n_null: int = 200, n_perm: int = 1000) -> dict:
+    tokens, what = hypothesis_tokens(ctx.task)
+    init = ctx.init_model
+    out: dict = {"tokens": what, "token_ids": tokens, "headline": HEADLINE, "n_null": n_null,
+                 "null_init": ctx.init_source, "null_random": "embeddings and W_K ~ N(0, 0.02), seeded",
+                 "variants": {}}
+    jobs = [(v, v, tokens) for v in VARIANTS]
+    for prefix, (ids, desc) in extra_token_sets(ctx.task).items():
+        out.setdefault("extra_tokens", {})[prefix] = {"token_ids": ids, "tokens": desc}
+        jobs += [(prefix + v, v, ids) for v in VARIANTS if v != "wk_columns"]
+    with torch.no_grad():
+        for key, variant, toks in jobs:
+            if variant != "wk_columns" and len(toks) < 2:
+                continue
+            trained, at_init = per_head(ctx.model, toks, variant), per_head(init, toks, variant)
+            rand = random_null(ctx.model, toks, variant, n_null, ctx.seed + 17)
+            pairs_t, pairs_0 = _pairs(ctx.model, toks, variant), _pairs(init, toks, variant)
+            signed = [stats.mean_offdiag_cosine(v.numpy()) for v in frame_vectors(ctx.model, toks, variant)]
+            layers = []
+            for li, (h, h0, r) in enumerate(zip(trained, at_init, rand)):
+                mean = float(h.mean())
+                layers.append({
+                    "layer": li,
+                    "per_head": h.tolist(),
+                    "mean": mean,
+                    "median": float(np.median(h)),
+                    "p10": float(np.quantile(h, 0.1)),
+                    "p90": float(np.quantile(h, 0.9)),
+                    "signed_mean": float(np.mean(signed[li])),
+                    "init_per_head": h0.tolist(),
+                    "init_mean": float(h0.mean()),
+                    "random_mean": float(r.mean()),
+                    "reduction_vs_random": float(1 - mean / r.mean()) if r.mean() > 0 else float("nan"),
+                    "reduction_vs_init": float(1 - mean / h0.mean()) if h0.mean() > 0 else float("nan"),
+                    "test_vs_random": stats.monte_carlo_test(mean, r, alternative="less"),
+                    "test_vs_init": stats.permutation_test(pairs_t[li], pairs_0[li], n_perm=n_perm,
+                                                           seed=ctx.seed + li),
+                })
+            dim = frame_vectors(ctx.model, toks, variant)[0].shape[-1]
+            out["variants"][key] = {"layers": layers, "gaussian_abs_cosine": stats.gaussian_abs_cosine(dim)}
+        # the layer-0 cosine matrices of the headline variant (for the heatmaps)
+        k0 = frame_vectors(ctx.model, tokens, HEADLINE)[0].numpy()
+        k0_init = frame_vectors(init, tokens, HEADLINE)[0].numpy()
+    if len(tokens) <= 64:
+        out["layer0_cosines"] = [stats.cosine_matrix(k).tolist() for k in k0]
+        out["layer0_cosines_init"] = [stats.cosine_matrix(k).tolist() for k in k0_init]
+    return out
+
+
+def summary_rows(res: dict) -> list[dict]:
+    """One row per (variant, layer) for the markdown table."""
+    rows = []
+    for variant, v in res["variants"].items():
+        for layer in v["layers"]:
+            rows.append({"variant": variant, "layer": layer["layer"], "trained": layer["mean"],
+                         "init": layer["init_mean"], "random": layer["random_mean"],
+                         "p_vs_random": layer["test_vs_random"]["p"], "p_vs_init": layer["test_vs_init"]["p"]})
+    return rows

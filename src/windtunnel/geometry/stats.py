@@ -1,0 +1,387 @@
+"""Pure statistics for the geometric diagnostics: no model code, numpy/torch in, floats out.
+
+Everything here works on plain arrays so that the LLM analyses (Paper III) can reuse it:
+cosine frames, permutation and Monte Carlo tests, attention entropy and Jensen-Shannon
+divergence between attention rows, PCA summaries with Spearman correlation and held-out
+linear probes, and k-means cluster quality. Entropies and divergences are in bits.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import torch
+
+from windtunnel.infotheory import entropy_bits, kl_bits
+
+Alternative = Literal["two-sided", "less", "greater"]
+
+
+def _np(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------
+# Cosine frames
+# ---------------------------------------------------------------------------------------
+def cosine_matrix(x) -> np.ndarray:
+    """(n, n) cosine similarities between the rows of ``x`` (n, d); a zero row has cosine 0."""
+    x = _np(x)
+    norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    u = x / np.maximum(norm, 1e-12)
+    return u @ np.swapaxes(u, -1, -2)
+
+
+def offdiag_abs_cosines(x) -> np.ndarray:
+    """|cos| of every unordered pair of distinct rows of ``x`` (..., n, d): (..., n(n-1)/2)."""
+    c = np.abs(cosine_matrix(x))
+    i, j = np.triu_indices(c.shape[-1], k=1)
+    return c[..., i, j]
+
+
+def mean_offdiag_abs_cosine(x) -> float | np.ndarray:
+    """Mean |off-diagonal cosine| of the rows of ``x`` (..., n, d): 0 for orthogonal rows, 1 for
+    collinear ones (the Paper I/III key-orthogonality statistic). Leading axes are kept."""
+    x = _np(x)
+    if x.shape[-2] < 2:
+        raise ValueError(f"need at least two vectors, got shape {x.shape}")
+    out = offdiag_abs_cosines(x).mean(-1)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def mean_offdiag_cosine(x) -> float | np.ndarray:
+    """Signed mean off-diagonal cosine (the authors' ``qkv_analysis.py`` reports this one)."""
+    c = cosine_matrix(x)
+    i, j = np.triu_indices(c.shape[-1], k=1)
+    out = c[..., i, j].mean(-1)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def gaussian_abs_cosine(d: int) -> float:
+    """E|cos| of two independent isotropic Gaussian vectors in R^d (exact, via the Beta law)."""
+    return math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
+
+
+# ---------------------------------------------------------------------------------------
+# Tests
+# ---------------------------------------------------------------------------------------
+def _p_from_counts(count: int | np.ndarray, n: int) -> float:
+    return float((1 + count) / (1 + n))
+
+
+def permutation_test(a, b, n_perm: int = 2000, seed: int = 0, alternative: Alternative = "two-sided",
+                     max_n: int | None = 5000) -> dict:
+    """Two-sample permutation test for the difference of means ``mean(a) - mean(b)``.
+
+    ``alternative``: "less" tests mean(a) < mean(b), "greater" the reverse. The p-value counts the
+    observed labelling as one of the permutations ((1 + #as extreme) / (1 + n_perm)), so it is
+    never 0. A sample larger than ``max_n`` is first subsampled to ``max_n`` values (seeded) to
+    bound the cost. Returns {"diff", "p", "n_perm", "alternative", "n_a", "n_b", "subsampled"}.
+    """
+    a, b = _np(a).ravel(), _np(b).ravel()
+    if a.size < 1 or b.size < 1:
+        raise ValueError("both samples need at least one value")
+    obs = a.mean() - b.mean()
+    rng = np.random.default_rng(seed)
+    subsampled = max_n is not None and max(a.size, b.size) > max_n
+    if subsampled:
+        a = a[rng.permutation(a.size)[:max_n]]
+        b = b[rng.permutation(b.size)[:max_n]]
+    pooled = np.concatenate([a, b])
+    chunk = max(1, min(n_perm, (1 << 22) // pooled.size))
+    null = []
+    for start in range(0, n_perm, chunk):
+        m = min(chunk, n_perm - start)
+        perm = rng.permuted(np.broadcast_to(pooled, (m, pooled.size)), axis=1)
+        null.append(perm[:, : a.size].mean(1) - perm[:, a.size:].mean(1))
+    null = np.concatenate(null)
+    stat = a.mean() - b.mean()  # the observed difference on the (possibly subsampled) values
+    return {"diff": float(obs), "p": _tail_p(stat, null, alternative), "n_perm": int(n_perm),
+            "alternative": alternative, "n_a": int(a.size), "n_b": int(b.size), "subsampled": bool(subsampled)}
+
+
+def _tail_p(obs: float, null: np.ndarray, alternative: Alternative) -> float:
+    tol = 1e-12 * max(1.0, abs(obs))
+    if alternative == "less":
+        return _p_from_counts(int((null <= obs + tol).sum()), null.size)
+    if alternative == "greater":
+        return _p_from_counts(int((null >= obs - tol).sum()), null.size)
+    if alternative == "two-sided":
+        return _p_from_counts(int((np.abs(null) >= abs(obs) - tol).sum()), null.size)
+    raise ValueError(f"alternative must be two-sided, less or greater, got {alternative!r}")
+
+
+def monte_carlo_test(observed: float, null_samples, alternative: Alternative = "less") -> dict:
+    """Where ``observed`` falls in a sampled null distribution (e.g. statistics of random weights).
+
+    Returns the null mean, std and 5/95% quantiles, the z-score and the Monte Carlo p-value
+    (1 + #null samples as extreme) / (1 + n); "less" asks whether observed is below the null.
+    ``p_two_sided`` measures the distance from the null mean in either direction."""
+    null = _np(null_samples).ravel()
+    if null.size < 1:
+        raise ValueError("the null needs at least one sample")
+    mean, std = float(null.mean()), float(null.std(ddof=1)) if null.size > 1 else 0.0
+    centered = null - mean
+    return {
+        "observed": float(observed), "null_mean": mean, "null_std": std,
+        "null_q05": float(np.quantile(null, 0.05)), "null_q95": float(np.quantile(null, 0.95)),
+        "z": float((observed - mean) / std) if std > 0 else float("nan"),
+        "p": _tail_p(observed - mean, centered, alternative),
+        "p_two_sided": _tail_p(observed - mean, centered, "two-sided"), "n_null": int(null.size),
+        "alternative": alternative,
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Attention
+# ---------------------------------------------------------------------------------------
+def attention_entropy(pattern: torch.Tensor) -> torch.Tensor:
+    """Entropy in bits of every attention row: (..., T, S) -> (..., T)."""
+    return entropy_bits(pattern.to(torch.float64))
+
+
+def attendable_counts(T: int, rows=None) -> torch.Tensor:
+    """Number of positions a causal query row t can attend to: t + 1, for ``rows`` (default all)."""
+    rows = torch.arange(T) if rows is None else torch.as_tensor(rows)
+    return (rows + 1).to(torch.float64)
+
+
+def attention_entropy_summary(pattern: torch.Tensor, rows=None) -> dict:
+    """Causal attention entropy of ``pattern`` (B, H, T, T) at query ``rows`` (default all).
+
+    Entropies are taken per row first, then averaged (never the other way round). The
+    normalised entropy divides row t by log2(t + 1), its maximum (1 = uniform attention); row 0
+    (one attendable position, entropy 0 by necessity) is left out of the normalised mean.
+    Returns per-head means ``bits`` and ``normalised`` (H,), their head means, the per-row curve
+    (mean over batch and heads) and the uniform-attention reference ``uniform_bits``.
+    """
+    if pattern.dim() != 4:
+        raise ValueError(f"pattern must be (B, H, T, T), got shape {tuple(pattern.shape)}")
+    T = pattern.shape[-1]
+    rows = torch.arange(T) if rows is None else torch.as_tensor(rows, dtype=torch.long)
+    h = attention_entropy(pattern[:, :, rows])  # (B, H, R)
+    n = attendable_counts(T, rows)
+    keep = n > 1
+    norm = h[..., keep] / torch.log2(n[keep])
+    return {
+        "bits_per_head": h.mean((0, 2)).tolist(),
+        "normalised_per_head": norm.mean((0, 2)).tolist() if keep.any() else [float("nan")] * h.shape[1],
+        "bits": float(h.mean()),
+        "normalised": float(norm.mean()) if keep.any() else float("nan"),
+        "uniform_bits": float(torch.log2(n).mean()),
+        "curve_bits": h.mean((0, 1)).tolist(),
+        "rows": rows.tolist(),
+    }
+
+
+def js_divergence_bits(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Jensen-Shannon divergence in bits between distributions on the last axis (in [0, 1])."""
+    p, q = p.to(torch.float64), q.to(torch.float64)
+    m = 0.5 * (p + q)
+    return 0.5 * kl_bits(p, m) + 0.5 * kl_bits(q, m)
+
+
+def mass_by_group(pattern: torch.Tensor, labels: torch.Tensor, rows, n_groups: int) -> torch.Tensor:
+    """Attention mass of query ``rows`` on each group of key positions.
+
+    ``pattern`` (B, H, T, T), ``labels`` (B, T) or (T,) integer group of each key position (a
+    negative label drops the position). Returns (B, H, R, n_groups); rows sum to the mass on
+    labelled positions (1 when every attendable position is labelled)."""
+    rows = torch.as_tensor(rows, dtype=torch.long)
+    a = pattern[:, :, rows].to(torch.float64)  # (B, H, R, T)
+    if labels.dim() == 1:
+        labels = labels.expand(a.shape[0], -1)
+    onehot = torch.zeros(*labels.shape, n_groups, dtype=torch.float64)
+    valid = labels >= 0
+    onehot[valid] = torch.nn.functional.one_hot(labels[valid], n_groups).to(torch.float64)
+    return torch.einsum("bhrt,btg->bhrg", a, onehot)
+
+
+# ---------------------------------------------------------------------------------------
+# PCA, correlation, probes
+# ---------------------------------------------------------------------------------------
+def standardise(x, mean=None, std=None) -> np.ndarray:
+    """Zero mean, unit variance per column (constant columns are only centred)."""
+    x = _np(x)
+    mean = x.mean(0) if mean is None else mean
+    std = x.std(0) if std is None else std
+    return (x - mean) / np.where(std > 1e-12, std, 1.0)
+
+
+def pca(x, standardize: bool = False, n_scores: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Explained-variance ratios (all components) and the first ``n_scores`` PC scores of ``x`` (n, d)."""
+    x = standardise(x) if standardize else _np(x) - _np(x).mean(0)
+    n, d = x.shape
+    if n < 2:
+        raise ValueError("PCA needs at least two points")
+    if n >= d:  # eigenvectors of the d x d scatter matrix: much cheaper than an SVD of x for n >> d
+        var, vecs = np.linalg.eigh(x.T @ x)
+        var, vecs = np.clip(var[::-1], 0, None), vecs[:, ::-1]
+    else:
+        _, s, vt = np.linalg.svd(x, full_matrices=False)
+        var, vecs = s**2, vt.T
+    total = var.sum()
+    ratios = var / total if total > 0 else np.zeros_like(var)
+    return ratios, x @ vecs[:, :n_scores]
+
+
+def dims_for(ratios, threshold: float) -> int:
+    """Number of leading components needed to explain ``threshold`` of the variance."""
+    c = np.cumsum(_np(ratios))
+    return int(min(np.searchsorted(c, threshold - 1e-12) + 1, len(c)))
+
+
+def participation_ratio(ratios) -> float:
+    """(sum lambda)^2 / sum lambda^2: the effective number of dimensions."""
+    r = _np(ratios)
+    return float(r.sum() ** 2 / (r**2).sum()) if (r**2).sum() > 0 else float("nan")
+
+
+def spearman(x, y) -> tuple[float, float]:
+    """Spearman rank correlation and its two-sided p-value (nan for a constant input)."""
+    from scipy.stats import spearmanr
+
+    x, y = _np(x).ravel(), _np(y).ravel()
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan"), float("nan")
+    r, p = spearmanr(x, y)
+    return float(r), float(p)
+
+
+def split_indices(n: int, test_frac: float = 0.2, seed: int = 0, groups=None) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded train/test split of ``n`` points; with ``groups`` whole groups (e.g. sequences)
+    go to one side, so no sequence is both fitted and scored."""
+    if not 0 < test_frac < 1:
+        raise ValueError(f"test_frac must lie in (0, 1), got {test_frac}")
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        order = rng.permutation(n)
+        n_test = max(1, int(round(test_frac * n)))
+        return np.sort(order[n_test:]), np.sort(order[:n_test])
+    groups = np.asarray(groups).ravel()
+    uniq = rng.permutation(np.unique(groups))
+    n_test = max(1, int(round(test_frac * uniq.size)))
+    test = np.isin(groups, uniq[:n_test])
+    return np.flatnonzero(~test), np.flatnonzero(test)
+
+
+def r2_score(y, pred) -> float:
+    y, pred = _np(y), _np(pred)
+    ss_tot = ((y - y.mean()) ** 2).sum()
+    return float(1 - ((y - pred) ** 2).sum() / ss_tot) if ss_tot > 0 else float("nan")
+
+
+def probe_r2(x, y, seed: int = 0, test_frac: float = 0.2, groups=None, alpha: float = 1e-3,
+             shuffle_labels: bool = False) -> float:
+    """Held-out R^2 of a ridge-regularised linear probe predicting ``y`` (n,) from ``x`` (n, d).
+
+    Features are standardised with the training split's statistics; ``alpha`` is the ridge
+    penalty per training point (so it does not grow with n). ``shuffle_labels`` permutes ``y``
+    first (seeded): the control that a probe must beat. Split as in :func:`split_indices`."""
+    x, y = _np(x), _np(y).ravel()
+    if shuffle_labels:
+        y = np.random.default_rng(seed + 1).permutation(y)
+    tr, te = split_indices(len(y), test_frac, seed, groups)
+    mean, std = x[tr].mean(0), x[tr].std(0)
+    xtr, xte = standardise(x[tr], mean, std), standardise(x[te], mean, std)
+    ym = y[tr].mean()
+    a = xtr.T @ xtr + alpha * len(tr) * np.eye(x.shape[1])
+    w = np.linalg.solve(a, xtr.T @ (y[tr] - ym))
+    return r2_score(y[te], xte @ w + ym)
+
+
+def pca_summary(x, y, standardize: bool, n_top: int = 10) -> dict:
+    """The value-manifold numbers of one point cloud ``x`` (n, d) labelled by ``y`` (n,).
+
+    PC1 and PC1+PC2 explained variance, the top ``n_top`` ratios, dimensions for 90% and 95%,
+    participation ratio, and Spearman r(PC1, y) with PC1's sign flipped so that it is >= 0
+    (``pc1_sign`` records the flip; PC signs are arbitrary)."""
+    x = _np(x)
+    ratios, scores = pca(x, standardize=standardize, n_scores=2)
+    r, p = spearman(scores[:, 0], y)
+    sign = -1.0 if (r == r and r < 0) else 1.0
+    return {
+        "standardized": bool(standardize),
+        "n": int(x.shape[0]),
+        "d": int(x.shape[1]),
+        "explained_variance_ratio": [float(v) for v in ratios[:n_top]],
+        "pc1": float(ratios[0]),
+        "pc1_pc2": float(ratios[:2].sum()),
+        "dims_90": dims_for(ratios, 0.90),
+        "dims_95": dims_for(ratios, 0.95),
+        "participation_ratio": participation_ratio(ratios),
+        "spearman_pc1": abs(r) if r == r else r,
+        "spearman_p": p,
+        "pc1_sign": sign,
+    }
+
+
+def category_mean_r2(y, categories, seed: int = 0, test_frac: float = 0.2, groups=None) -> float:
+    """Held-out R^2 of predicting ``y`` by its training-split mean within each category (e.g.
+    the position in the sequence), on the same split as :func:`probe_r2`. When ``y`` is a
+    function of the category alone this is 1: a probe cannot show more than that."""
+    y, cat = _np(y).ravel(), np.asarray(categories).ravel()
+    tr, te = split_indices(len(y), test_frac, seed, groups)
+    means = {c: y[tr][cat[tr] == c].mean() for c in np.unique(cat[tr])}
+    fallback = y[tr].mean()
+    return r2_score(y[te], np.array([means.get(c, fallback) for c in cat[te]]))
+
+
+def probe_summary(x, y, seed: int = 0, groups=None, positions=None) -> dict:
+    """Held-out linear-probe R^2 for ``y``, the shuffled-label control and, with ``positions``
+    (the position index of every point), the position-only R^2 (:func:`category_mean_r2`)."""
+    out = {"r2": probe_r2(x, y, seed=seed, groups=groups),
+           "r2_shuffled": probe_r2(x, y, seed=seed, groups=groups, shuffle_labels=True)}
+    if positions is not None:
+        out["r2_position_only"] = category_mean_r2(y, positions, seed=seed, groups=groups)
+    return out
+
+
+def gaussian_cloud(n: int, d: int, seed: int = 0) -> np.ndarray:
+    """An isotropic N(0, 1) cloud of n points in R^d: the matched-dimension PCA null."""
+    return np.random.default_rng(seed).standard_normal((n, d))
+
+
+# ---------------------------------------------------------------------------------------
+# Clusters
+# ---------------------------------------------------------------------------------------
+def purity(clusters, labels) -> float:
+    """Fraction of points whose label is the majority label of their cluster."""
+    clusters, labels = np.asarray(clusters).ravel(), np.asarray(labels).ravel()
+    total = 0
+    for c in np.unique(clusters):
+        _, counts = np.unique(labels[clusters == c], return_counts=True)
+        total += counts.max()
+    return float(total / len(labels))
+
+
+def kmeans_summary(x, k: int, labels=None, seed: int = 0, standardize: bool = False,
+                   silhouette_sample: int = 2000, n_init: int = 4) -> dict:
+    """k-means (scikit-learn, seeded) on ``x`` (n, d): silhouette (on at most
+    ``silhouette_sample`` seeded points), cluster sizes and, with ``labels``, the purity of the
+    clusters and its null (the same clusters against permuted labels)."""
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import silhouette_score
+    from threadpoolctl import threadpool_limits
+
+    x = standardise(x) if standardize else _np(x)
+    n = x.shape[0]
+    if not 2 <= k < n:
+        raise ValueError(f"k must lie in 2..{n - 1} for {n} points, got {k}")
+    with threadpool_limits(1):  # small data; OpenMP/BLAS threads only stall on busy cores
+        km = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit(x)
+    assign = km.labels_
+    out = {"k": int(k), "sizes": np.bincount(assign, minlength=k).tolist(), "silhouette": float("nan")}
+    if len(np.unique(assign)) > 1:
+        out["silhouette"] = float(silhouette_score(x, assign, sample_size=min(n, silhouette_sample),
+                                                   random_state=seed))
+    if labels is not None:
+        labels = np.asarray(labels).ravel()
+        out["purity"] = purity(assign, labels)
+        out["purity_null"] = purity(assign, np.random.default_rng(seed).permutation(labels))
+        out["majority_fraction"] = float(np.bincount(labels).max() / len(labels))
+    return out
