@@ -273,5 +273,32 @@ def diagnose(
     _run_errors(go)
 
 
+@app.command(context_settings=EXTRA)
+def llm(
+    ctx: typer.Context,
+    model: str = typer.Argument(..., help="Hugging Face hub id, local folder or local .gguf file"),
+    analyses: Optional[str] = typer.Option(None, "--analyses", help="comma-separated subset (default: all)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default runs/llm-<model>)"),
+) -> None:
+    """Paper III on a pretrained causal LM: value manifold, key frames, attention, SULA, interventions.
+
+    Options follow as --name value (dtype, device, device_map, trust_remote_code, ...):
+    see docs/llm.md.
+    """
+    from windtunnel.llm.run import run_llm
+
+    def go():
+        names = [a.strip() for a in analyses.split(",")] if analyses else None
+        folder = out or Path("runs") / ("llm-" + Path(model).name.replace("/", "_"))
+        result = run_llm(model, names, folder, **parse_params(ctx.args, "llm"))
+        summary = folder / "llm.md"
+        if summary.exists():
+            typer.echo(summary.read_text())
+        typer.echo(f"written: {folder}/llm.json")
+        return result
+
+    _run_errors(go)
+
+
 def main() -> None:  # pragma: no cover
     app()

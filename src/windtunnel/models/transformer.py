@@ -76,7 +76,7 @@ class Attention(nn.Module):
         self.dropout = cfg.dropout
         self.resid_drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, head_mask: torch.Tensor, cache: Capture, name: str) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, head_mask: torch.Tensor | None, cache: Capture, name: str) -> torch.Tensor:
         B, T, d = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
         p = self.dropout if self.training else 0.0
@@ -88,7 +88,8 @@ class Attention(nn.Module):
             z = F.dropout(pattern, p, self.training) @ v
         else:
             z = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-        z = z * head_mask[:, None, None]
+        if head_mask is not None:
+            z = z * head_mask[:, None, None]
         for key, value in (("q", q), ("k", k), ("v", v), ("z", z)):
             cache.put(f"{name}.{key}", value)
         return self.resid_drop(self.proj(z.transpose(1, 2).reshape(B, T, d)))
@@ -104,7 +105,7 @@ class Block(nn.Module):
         self.norm2 = make_norm(cfg.norm, cfg.d_model)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ffn, cfg.dropout)
 
-    def forward(self, x: torch.Tensor, head_mask: torch.Tensor, bypass: Bypass | None,
+    def forward(self, x: torch.Tensor, head_mask: torch.Tensor | None, bypass: Bypass | None,
                 cache: Capture, name: str) -> torch.Tensor:
         if bypass not in ("block", "attn"):
             x = x + self.attn(self.norm1(x), head_mask, cache, f"{name}.attn")
@@ -142,8 +143,11 @@ class Transformer(WindModel):
 
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
         x = self.drop(x)
+        # On the CPU skip the multiply when no head is masked (checking costs nothing there);
+        # on an accelerator always multiply, so that no device sync is needed.
+        masked = self.head_mask.device.type != "cpu" or not bool(self.head_mask.all())
         for i, block in enumerate(self.blocks):
-            x = block(x, self.head_mask[i], self.bypass[i], cache, f"blocks.{i}")
+            x = block(x, self.head_mask[i] if masked else None, self.bypass[i], cache, f"blocks.{i}")
         return self.norm(x)
 
     # --- ablations ---------------------------------------------------------------------

@@ -1,0 +1,248 @@
+"""Batched forward passes that keep only what the analyses need, at the last position.
+
+Prompts are tokenised one by one (so the run controls BOS and truncation exactly), sorted by
+length, left padded into batches and run with ``use_cache=False``. Forward hooks read:
+
+- values and keys: the value/key projection output at the **last position** only
+  (B, n_kv x d_head), moved to the CPU in float32;
+- attention: the attention module's weights (B, H, T, S), reduced *inside the hook* to per-head
+  entropy (bits), entropy normalised by log2 of the number of attendable keys, and the mass on
+  the first real token (the sink), so no T x T matrix outlives its layer;
+- the final decoder layer's output at the last position (the residual stream), on request;
+- the next-token logits at the last position only (``logits_to_keep=1`` where the model
+  supports it); their full-vocabulary entropy in bits and, on request, the probabilities of
+  given label tokens.
+
+With left padding every row's last real token sits at index T-1 (checked); position ids are
+computed from the attention mask so padding does not shift positions. Interventions (functions
+of the concatenated values) run in the same hook before the values are read, at all positions.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from windtunnel.config import ConfigError
+from windtunnel.infotheory import entropy_bits
+from windtunnel.llm.loading import LoadedModel
+
+ValueFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class Capture:
+    """Per-prompt results of one pass over a prompt list (rows in the order given)."""
+
+    n: int
+    lengths: np.ndarray  # (N,) tokens including BOS
+    bos_added: np.ndarray  # (N,) bool
+    next_entropy: np.ndarray  # (N,) bits, full vocabulary, final position
+    values: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> (N, n_kv*d_head)
+    keys: dict[int, np.ndarray] = field(default_factory=dict)
+    attn_entropy: np.ndarray | None = None  # (N, L, H) bits
+    attn_entropy_norm: np.ndarray | None = None  # (N, L, H) entropy / log2(#attendable)
+    sink_mass: np.ndarray | None = None  # (N, L, H) attention on the first real token
+    label_probs: np.ndarray | None = None  # (N, n_labels) full-vocabulary probabilities
+    residual: np.ndarray | None = None  # (N, d_model) final decoder-layer output
+    attention_positions: str = "final"
+
+
+def encode(lm: LoadedModel, prompts: Sequence[str], add_bos: str = "auto", max_tokens: int = 256
+           ) -> tuple[list[list[int]], list[bool]]:
+    """Token ids of every prompt; BOS per ``add_bos`` (auto = tokenizer default); longer prompts
+    keep their last ``max_tokens`` tokens (and their BOS)."""
+    tok = lm.tokenizer
+    bos = tok.bos_token_id
+    out, added = [], []
+    for text in prompts:
+        if add_bos == "auto":
+            ids = tok(text, add_special_tokens=True)["input_ids"]
+            # a tokenizer that appends EOS would put it at the read-out position: drop it
+            if tok.eos_token_id is not None and len(ids) > 1 and ids[-1] == tok.eos_token_id and \
+                    tok(text, add_special_tokens=False)["input_ids"][-1:] != [tok.eos_token_id]:
+                ids = ids[:-1]
+        else:
+            ids = tok(text, add_special_tokens=False)["input_ids"]
+            if add_bos == "always":
+                if bos is None:
+                    raise ConfigError("field 'add_bos' = 'always': this tokenizer has no BOS token; allowed: auto, never")
+                ids = [bos] + ids
+        has_bos = bos is not None and len(ids) > 0 and ids[0] == bos
+        if len(ids) > max_tokens:
+            ids = ([bos] + ids[-(max_tokens - 1):]) if has_bos else ids[-max_tokens:]
+        if not ids:
+            raise ConfigError(f"prompt {text!r} has no tokens")
+        out.append(list(ids))
+        added.append(bool(has_bos))
+    return out, added
+
+
+def _accepts(model, name: str) -> bool:
+    try:
+        return name in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
+
+
+def run_prompts(
+    lm: LoadedModel,
+    prompts: Sequence[str],
+    *,
+    value_layers: Sequence[int] = (),
+    key_layers: Sequence[int] = (),
+    attention: bool = False,
+    attention_positions: str = "final",
+    label_ids: Sequence[int] | None = None,
+    residual: bool = False,
+    interventions: dict[int, ValueFn] | None = None,
+    batch_size: int = 16,
+    add_bos: str = "auto",
+    max_tokens: int = 256,
+) -> Capture:
+    """One batched pass over ``prompts``; see the module docstring for what is kept."""
+    ad = lm.adapter
+    for name, layers in (("value layer", value_layers), ("key layer", key_layers),
+                         ("intervention layer", list(interventions or {}))):
+        bad = [i for i in layers if not 0 <= int(i) < ad.n_layers]
+        if bad:
+            raise ConfigError(f"{name} {bad} out of range; allowed: 0 <= layer <= {ad.n_layers - 1}")
+    ids, bos_added = encode(lm, prompts, add_bos, max_tokens)
+    n = len(ids)
+    lengths = np.array([len(x) for x in ids])
+    order = np.argsort(-lengths, kind="stable")  # longest first: less padding, memory peak early
+    values = {int(i): np.zeros((n, ad.value_dim), np.float32) for i in value_layers}
+    keys = {int(i): np.zeros((n, ad.value_dim), np.float32) for i in key_layers}
+    L, H = ad.n_layers, ad.n_heads
+    ent = np.zeros((n, L, H)) if attention else None
+    ent_norm = np.zeros((n, L, H)) if attention else None
+    sink = np.zeros((n, L, H)) if attention else None
+    nxt = np.zeros(n)
+    lab = np.zeros((n, len(label_ids))) if label_ids is not None else None
+    res = np.zeros((n, ad.d_model), np.float32) if residual else None
+    state: dict = {}
+    interventions = interventions or {}
+    hooks = []
+
+    def value_hook(i: int):
+        def hook(mod, args, out):
+            fn = interventions.get(i)
+            if fn is not None:
+                out = ad.replace_values(out, lambda v: fn(v.float()).to(v.dtype))
+            rows = state["rows"]
+            if i in values:
+                values[i][rows] = ad.values_from_output(out[:, -1]).float().cpu().numpy()
+            if i in keys:
+                keys[i][rows] = ad.keys_from_output(out[:, -1]).float().cpu().numpy()
+            return out if fn is not None else None
+        return hook
+
+    def attn_hook(i: int):
+        def hook(mod, args, out):
+            w = out[1] if isinstance(out, tuple) and len(out) > 1 else None
+            if w is None or not torch.is_tensor(w) or w.dim() != 4:
+                state["missing"] = type(mod).__name__  # older transformers: only with output_attentions=True
+                return None
+            rows = state["rows"]
+            first, real = state["first"].to(w.device), state["real"].to(w.device)  # device_map: any device
+            n_att = real if ad.sliding_window is None else real.clamp(max=ad.sliding_window)
+            last = w[:, :, -1, :].double()  # (B, H, S)
+            if attention_positions == "final":
+                h = entropy_bits(last)  # (B, H)
+                norm = torch.where(n_att[:, None] > 1, h / torch.log2(n_att[:, None].double().clamp(min=2)),
+                                   torch.zeros_like(h))
+            else:  # every real query position, averaged after the entropy; row 0 (1 key) left out of the norm
+                T = w.shape[-1]
+                hw = entropy_bits(w.double())  # (B, H, T)
+                t_idx = torch.arange(T, device=w.device)
+                qpos = t_idx[None, :] - first[:, None]  # position of the query among real tokens
+                valid = qpos >= 0
+                att = (qpos + 1).clamp(min=1)
+                if ad.sliding_window is not None:
+                    att = att.clamp(max=ad.sliding_window)
+                hw_valid = hw * valid[:, None]
+                h = hw_valid.sum(-1) / valid.sum(-1)[:, None]
+                nvalid = valid & (att > 1)
+                norm = (hw * nvalid[:, None] / torch.log2(att.double().clamp(min=2))[:, None]).sum(-1) \
+                    / nvalid.sum(-1).clamp(min=1)[:, None]
+            ent[rows, i] = h.cpu().numpy()
+            ent_norm[rows, i] = norm.cpu().numpy()
+            sink[rows, i] = last.gather(-1, first[:, None, None].expand(-1, last.shape[1], 1))[..., 0].cpu().numpy()
+            return None
+        return hook
+
+    def residual_hook(mod, args, out):
+        hs = out[0] if isinstance(out, tuple) else out
+        res[state["rows"]] = hs[:, -1].float().cpu().numpy()
+
+    for i in sorted(set(int(x) for x in (*value_layers, *key_layers, *interventions))):
+        hooks.append(ad.value_module(i).register_forward_hook(value_hook(i)))
+        if ad.key_module(i) is not ad.value_module(i) and i in keys:
+            k_mod = ad.key_module(i)
+            hooks.append(k_mod.register_forward_hook(
+                lambda mod, args, out, i=i: keys[i].__setitem__(
+                    state["rows"], ad.keys_from_output(out[:, -1]).float().cpu().numpy())))
+    if attention:
+        for i in range(L):
+            hooks.append(ad.attention(i).register_forward_hook(attn_hook(i)))
+    if residual:
+        hooks.append(ad.layers[-1].register_forward_hook(residual_hook))
+
+    model = lm.model
+    dev = lm.input_device
+    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
+    kw = {"use_cache": False}
+    keep_one = _accepts(model, "logits_to_keep")
+    if keep_one:
+        kw["logits_to_keep"] = 1
+    pos_ok = _accepts(model, "position_ids")
+    label_t = torch.tensor(list(label_ids), device="cpu") if label_ids is not None else None
+    try:
+        with torch.inference_mode():
+            for start in range(0, n, batch_size):
+                rows = order[start:start + batch_size]
+                T = int(lengths[rows].max())
+                inp = torch.full((len(rows), T), pad, dtype=torch.long)
+                mask = torch.zeros((len(rows), T), dtype=torch.long)
+                for r, j in enumerate(rows):
+                    inp[r, T - lengths[j]:] = torch.tensor(ids[j])
+                    mask[r, T - lengths[j]:] = 1
+                assert bool(mask[:, -1].all()), "left padding must end every row with a real token"
+                real = mask.sum(-1)
+                state.update(rows=torch.as_tensor(rows), first=T - real, real=real)
+                args = {"input_ids": inp.to(dev), "attention_mask": mask.to(dev), **kw}
+                if pos_ok:
+                    args["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0).to(dev)
+                state["missing"] = None
+                logits = model(**args).logits[:, -1].double().cpu()
+                if attention and state["missing"]:
+                    if kw.get("output_attentions"):
+                        raise ConfigError(f"attention module {state['missing']} returned no attention weights; the "
+                                          "model must run with attn_implementation='eager'")
+                    kw["output_attentions"] = True  # transformers < 5 returns weights only when asked
+                    state["missing"] = None
+                    logits = model(**{**args, "output_attentions": True}).logits[:, -1].double().cpu()
+                    if state["missing"]:
+                        raise ConfigError(f"attention module {state['missing']} returned no attention weights; "
+                                          "the model must run with attn_implementation='eager'")
+                logp = torch.log_softmax(logits, -1)
+                nxt[rows] = entropy_bits(logp.exp()).numpy()
+                if lab is not None:
+                    lab[rows] = logp[:, label_t].exp().numpy()
+                del logits, logp
+    finally:
+        for h in hooks:
+            h.remove()
+    return Capture(n=n, lengths=lengths, bos_added=np.array(bos_added), next_entropy=nxt, values=values, keys=keys,
+                   attn_entropy=ent, attn_entropy_norm=ent_norm, sink_mass=sink, label_probs=lab, residual=res,
+                   attention_positions=attention_positions)
+
+
+def first_token_ids(lm: LoadedModel, word: str) -> list[int]:
+    """Token ids of ``word`` with a leading space and no special tokens (the SULA label form)."""
+    return list(lm.tokenizer(" " + word, add_special_tokens=False)["input_ids"])
+

@@ -1,0 +1,118 @@
+"""``run_llm``: Paper III's analyses of one pretrained causal LM, written to a folder.
+
+    from windtunnel.llm import run_llm
+    doc = run_llm("EleutherAI/pythia-410m", ["value_manifold", "key_orthogonality"], Path("out"),
+                  dtype="float32", init_revision="step0")
+
+writes ``out/llm.json`` (every number, the resolved options, the model's description, timing),
+``out/llm.md`` (a markdown summary) and ``out/*.png`` plots, and returns the JSON document.
+The command line ``windtunnel llm MODEL [--analyses ...] [--out DIR] [--name value ...]``
+calls it with the options as keyword pairs (validated by :class:`LLMOptions`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from windtunnel import __version__
+from windtunnel.config import ConfigError
+from windtunnel.llm.config import LLM_ANALYSES, LLMOptions, build_options
+
+__all__ = ["run_llm", "LLM_ANALYSES", "LLMOptions", "resolve_analyses", "to_json"]
+
+
+def resolve_analyses(analyses: list[str] | str | None) -> list[str]:
+    """Validate the analysis names (None or [] = all), in the canonical order."""
+    if analyses is None:
+        return list(LLM_ANALYSES)
+    if isinstance(analyses, str):
+        analyses = [a.strip() for a in analyses.split(",") if a.strip()]
+    if not analyses or analyses == ["all"]:
+        return list(LLM_ANALYSES)
+    bad = [a for a in analyses if a not in LLM_ANALYSES]
+    if bad:
+        raise ConfigError(f"unknown analysis {', '.join(map(repr, bad))}; allowed: {', '.join(LLM_ANALYSES)}")
+    return [a for a in LLM_ANALYSES if a in analyses]
+
+
+def to_json(x: Any) -> Any:
+    """Numpy scalars/arrays to Python, NaN/inf to None (JSON has no NaN)."""
+    if isinstance(x, dict):
+        return {str(k): to_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [to_json(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return to_json(x.tolist())
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        return x if math.isfinite(x) else None
+    return x
+
+
+def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dict:
+    """Run ``analyses`` (default: all of :data:`LLM_ANALYSES`) on ``model`` (hub id, local folder
+    or .gguf file) and write llm.json, llm.md and plots into ``out``. Options: :class:`LLMOptions`."""
+    from windtunnel.llm.loading import require
+
+    require("transformers")  # fail fast, before any heavy import, when the llm extra is missing
+    from windtunnel.llm import analyses as A
+    from windtunnel.llm.loading import load_model
+    from windtunnel.llm.report import render
+    from windtunnel.train.checkpoint import atomic_write_text
+
+    opts = options.pop("options", None) if isinstance(options.get("options"), LLMOptions) else None
+    opts = opts or build_options(options)
+    names = resolve_analyses(analyses)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    lm = load_model(model, opts)
+    load_s = time.perf_counter() - t0
+    sess = A.Session(lm=lm, opts=opts, analyses=names, name=model)
+    results: dict[str, Any] = {}
+    timing: dict[str, float] = {"load_s": load_s}
+    order = ["value_manifold", "attention_focusing", "key_orthogonality", "domain_restriction", "sula", "interventions"]
+    for name in order:
+        if name not in names:
+            continue
+        t = time.perf_counter()
+        if name == "domain_restriction":
+            results[name] = A.domain_restriction(sess, results.get("value_manifold"))
+        else:
+            results[name] = getattr(A, name)(sess)
+        timing[f"{name}_s"] = time.perf_counter() - t
+    timing.update(sess.timing)
+    timing["total_s"] = time.perf_counter() - t0
+    timing["prompts_run"] = sess.n_prompts_run
+    timing["prompts_per_s"] = sess.n_prompts_run / sess.timing["forward_s"] if sess.timing.get("forward_s") else None
+    results = A.strip(results)
+    if "value_manifold" in results and "domain_restriction" in results:
+        results["domain_restriction"]["mixed"] = {"same_as": "value_manifold"}
+    doc = {
+        "windtunnel_version": __version__, "kind": "llm", "model": lm.info, "analyses": names,
+        "options": opts.model_dump(mode="json"), "results": results,
+        "criteria": A.criteria(results, opts),
+        "timing": timing, "platform": {"python": platform.python_version(), "machine": platform.machine()},
+    }
+    lm.close()
+    doc = to_json(doc)
+    atomic_write_text(out / "llm.json", json.dumps(doc, indent=1, allow_nan=False))
+    plots = []
+    if opts.plots:
+        from windtunnel.llm.plots import plot_all
+
+        plots = [p.name for p in plot_all(doc, out)]
+    doc["plots"] = plots
+    atomic_write_text(out / "llm.md", render(doc))
+    return doc
