@@ -19,7 +19,8 @@ from windtunnel.infotheory import entropy_bits, kl_bits
 Alternative = Literal["two-sided", "less", "greater"]
 
 
-def _np(x) -> np.ndarray:
+def to_numpy(x) -> np.ndarray:
+    """A float64 NumPy array from a tensor, array or list."""
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu().numpy()
     return np.asarray(x, dtype=np.float64)
@@ -30,7 +31,7 @@ def _np(x) -> np.ndarray:
 # ---------------------------------------------------------------------------------------
 def cosine_matrix(x) -> np.ndarray:
     """(n, n) cosine similarities between the rows of ``x`` (n, d); a zero row has cosine 0."""
-    x = _np(x)
+    x = to_numpy(x)
     norm = np.linalg.norm(x, axis=-1, keepdims=True)
     u = x / np.maximum(norm, 1e-12)
     return u @ np.swapaxes(u, -1, -2)
@@ -46,7 +47,7 @@ def offdiag_abs_cosines(x) -> np.ndarray:
 def mean_offdiag_abs_cosine(x) -> float | np.ndarray:
     """Mean |off-diagonal cosine| of the rows of ``x`` (..., n, d): 0 for orthogonal rows, 1 for
     collinear ones (the Paper I/III key-orthogonality statistic). Leading axes are kept."""
-    x = _np(x)
+    x = to_numpy(x)
     if x.shape[-2] < 2:
         raise ValueError(f"need at least two vectors, got shape {x.shape}")
     out = offdiag_abs_cosines(x).mean(-1)
@@ -82,7 +83,7 @@ def permutation_test(a, b, n_perm: int = 2000, seed: int = 0, alternative: Alter
     never 0. A sample larger than ``max_n`` is first subsampled to ``max_n`` values (seeded) to
     bound the cost. Returns {"diff", "p", "n_perm", "alternative", "n_a", "n_b", "subsampled"}.
     """
-    a, b = _np(a).ravel(), _np(b).ravel()
+    a, b = to_numpy(a).ravel(), to_numpy(b).ravel()
     if a.size < 1 or b.size < 1:
         raise ValueError("both samples need at least one value")
     obs = a.mean() - b.mean()
@@ -121,7 +122,7 @@ def monte_carlo_test(observed: float, null_samples, alternative: Alternative = "
     Returns the null mean, std and 5/95% quantiles, the z-score and the Monte Carlo p-value
     (1 + #null samples as extreme) / (1 + n); "less" asks whether observed is below the null.
     ``p_two_sided`` measures the distance from the null mean in either direction."""
-    null = _np(null_samples).ravel()
+    null = to_numpy(null_samples).ravel()
     if null.size < 1:
         raise ValueError("the null needs at least one sample")
     mean, std = float(null.mean()), float(null.std(ddof=1)) if null.size > 1 else 0.0
@@ -206,7 +207,7 @@ def mass_by_group(pattern: torch.Tensor, labels: torch.Tensor, rows, n_groups: i
 # ---------------------------------------------------------------------------------------
 def standardise(x, mean=None, std=None) -> np.ndarray:
     """Zero mean, unit variance per column (constant columns are only centred)."""
-    x = _np(x)
+    x = to_numpy(x)
     mean = x.mean(0) if mean is None else mean
     std = x.std(0) if std is None else std
     return (x - mean) / np.where(std > 1e-12, std, 1.0)
@@ -214,11 +215,18 @@ def standardise(x, mean=None, std=None) -> np.ndarray:
 
 def pca(x, standardize: bool = False, n_scores: int = 2) -> tuple[np.ndarray, np.ndarray]:
     """Explained-variance ratios (all components) and the first ``n_scores`` PC scores of ``x`` (n, d)."""
-    x = standardise(x) if standardize else _np(x) - _np(x).mean(0)
-    n, d = x.shape
-    if n < 2:
+    ratios, scores, _ = pca_components(x, standardize, n_scores)
+    return ratios, scores
+
+
+def pca_components(x, standardize: bool = False, n: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ratios of all components, scores (N, n), components (n, d)) of ``x`` (N, d); the
+    components live in the PCA space (standardised coordinates when ``standardize``)."""
+    x = standardise(x) if standardize else to_numpy(x) - to_numpy(x).mean(0)
+    rows, d = x.shape
+    if rows < 2:
         raise ValueError("PCA needs at least two points")
-    if n >= d:  # eigenvectors of the d x d scatter matrix: much cheaper than an SVD of x for n >> d
+    if rows >= d:  # eigenvectors of the d x d scatter matrix: much cheaper than an SVD of x for N >> d
         var, vecs = np.linalg.eigh(x.T @ x)
         var, vecs = np.clip(var[::-1], 0, None), vecs[:, ::-1]
     else:
@@ -226,18 +234,18 @@ def pca(x, standardize: bool = False, n_scores: int = 2) -> tuple[np.ndarray, np
         var, vecs = s**2, vt.T
     total = var.sum()
     ratios = var / total if total > 0 else np.zeros_like(var)
-    return ratios, x @ vecs[:, :n_scores]
+    return ratios, x @ vecs[:, :n], vecs[:, :n].T
 
 
 def dims_for(ratios, threshold: float) -> int:
     """Number of leading components needed to explain ``threshold`` of the variance."""
-    c = np.cumsum(_np(ratios))
+    c = np.cumsum(to_numpy(ratios))
     return int(min(np.searchsorted(c, threshold - 1e-12) + 1, len(c)))
 
 
 def participation_ratio(ratios) -> float:
     """(sum lambda)^2 / sum lambda^2: the effective number of dimensions."""
-    r = _np(ratios)
+    r = to_numpy(ratios)
     return float(r.sum() ** 2 / (r**2).sum()) if (r**2).sum() > 0 else float("nan")
 
 
@@ -245,7 +253,7 @@ def spearman(x, y) -> tuple[float, float]:
     """Spearman rank correlation and its two-sided p-value (nan for a constant input)."""
     from scipy.stats import spearmanr
 
-    x, y = _np(x).ravel(), _np(y).ravel()
+    x, y = to_numpy(x).ravel(), to_numpy(y).ravel()
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan"), float("nan")
     r, p = spearmanr(x, y)
@@ -270,7 +278,7 @@ def split_indices(n: int, test_frac: float = 0.2, seed: int = 0, groups=None) ->
 
 
 def r2_score(y, pred) -> float:
-    y, pred = _np(y), _np(pred)
+    y, pred = to_numpy(y), to_numpy(pred)
     ss_tot = ((y - y.mean()) ** 2).sum()
     return float(1 - ((y - pred) ** 2).sum() / ss_tot) if ss_tot > 0 else float("nan")
 
@@ -282,7 +290,7 @@ def probe_r2(x, y, seed: int = 0, test_frac: float = 0.2, groups=None, alpha: fl
     Features are standardised with the training split's statistics; ``alpha`` is the ridge
     penalty per training point (so it does not grow with n). ``shuffle_labels`` permutes ``y``
     first (seeded): the control that a probe must beat. Split as in :func:`split_indices`."""
-    x, y = _np(x), _np(y).ravel()
+    x, y = to_numpy(x), to_numpy(y).ravel()
     if shuffle_labels:
         y = np.random.default_rng(seed + 1).permutation(y)
     tr, te = split_indices(len(y), test_frac, seed, groups)
@@ -300,7 +308,7 @@ def pca_summary(x, y, standardize: bool, n_top: int = 10) -> dict:
     PC1 and PC1+PC2 explained variance, the top ``n_top`` ratios, dimensions for 90% and 95%,
     participation ratio, and Spearman r(PC1, y) with PC1's sign flipped so that it is >= 0
     (``pc1_sign`` records the flip; PC signs are arbitrary)."""
-    x = _np(x)
+    x = to_numpy(x)
     ratios, scores = pca(x, standardize=standardize, n_scores=2)
     r, p = spearman(scores[:, 0], y)
     sign = -1.0 if (r == r and r < 0) else 1.0
@@ -324,7 +332,7 @@ def category_mean_r2(y, categories, seed: int = 0, test_frac: float = 0.2, group
     """Held-out R^2 of predicting ``y`` by its training-split mean within each category (e.g.
     the position in the sequence), on the same split as :func:`probe_r2`. When ``y`` is a
     function of the category alone this is 1: a probe cannot show more than that."""
-    y, cat = _np(y).ravel(), np.asarray(categories).ravel()
+    y, cat = to_numpy(y).ravel(), np.asarray(categories).ravel()
     tr, te = split_indices(len(y), test_frac, seed, groups)
     means = {c: y[tr][cat[tr] == c].mean() for c in np.unique(cat[tr])}
     fallback = y[tr].mean()
@@ -368,7 +376,7 @@ def kmeans_summary(x, k: int, labels=None, seed: int = 0, standardize: bool = Fa
     from sklearn.metrics import silhouette_score
     from threadpoolctl import threadpool_limits
 
-    x = standardise(x) if standardize else _np(x)
+    x = standardise(x) if standardize else to_numpy(x)
     n = x.shape[0]
     if not 2 <= k < n:
         raise ValueError(f"k must lie in 2..{n - 1} for {n} points, got {k}")

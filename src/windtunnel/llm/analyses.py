@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from windtunnel.config import ConfigError
-from windtunnel.geometry.stats import gaussian_abs_cosine, mean_offdiag_abs_cosine, monte_carlo_test, spearman
+from windtunnel.geometry.stats import gaussian_abs_cosine, mean_offdiag_abs_cosine, monte_carlo_test, pca_components, spearman
 from windtunnel.llm import interventions as iv
 from windtunnel.llm import sula as S
 from windtunnel.llm.capture import Capture, run_prompts
@@ -22,7 +22,7 @@ from windtunnel.llm.config import LLMOptions
 from windtunnel.llm.loading import LoadedModel, load_model
 from windtunnel.llm.prompts import load_pool, stratified_select
 from windtunnel.tasks.sula import CARRIER_WORDS
-from windtunnel.llm.stats import blas1, bootstrap_mean, ci, single_threaded_blas, pca_axes, pca_report, pearson, variance_concentration
+from windtunnel.llm.stats import blas1, bootstrap_mean, ci, single_threaded_blas, pca_report, pearson, variance_concentration
 
 
 @dataclass
@@ -118,7 +118,7 @@ def _manifold(sess: Session, which: str) -> dict:
             "variance_concentration": variance_concentration(x),
         }
     last = cap.values[sess.L - 1][idx]
-    _, sc, _ = pca_axes(last, standardize=(o.primary_pca == "standardized"), n=2)
+    _, sc, _ = pca_components(last, standardize=(o.primary_pca == "standardized"), n=2)
     return {"prompt_set": which, "selection": _selection_record(pool, cap, sel), "layers": layers,
             "final_layer": sess.L - 1, "primary_pca": o.primary_pca,
             "value": "final-token value projections concatenated over key/value heads",
@@ -317,7 +317,6 @@ def _attention_stats(sess: Session, cap: Capture, idx) -> dict:
 # ---------------------------------------------------------------------------------------------
 def domain_restriction(sess: Session, mixed: dict | None = None) -> dict:
     """Stratified mixed vs mathematics-only sets: PC1, PC1+PC2, gain = math - mixed."""
-    o = sess.opts
     mixed = mixed or _manifold(sess, "mixed")
     math = _manifold(sess, "math")
     gains = {}
@@ -386,7 +385,7 @@ def _sula_stats(sess: Session, sets, caps) -> dict:
     p1, hm, mass = S.model_posterior(cm.label_probs)
     std = o.sula_pca == "standardized"
     x = cm.values[L1]
-    ratios, sc, _ = pca_axes(x, standardize=std, n=2)
+    ratios, sc, _ = pca_components(x, standardize=std, n=2)
     pc1 = sc[:, 0]
     if pearson(pc1, main.h_bayes) < 0:  # orient PC1 so that it rises with H_Bayes
         pc1 = -pc1
@@ -412,7 +411,7 @@ def _sula_stats(sess: Session, sets, caps) -> dict:
     if len(sets) > 1:
         names = list(sets)
         union = np.concatenate([caps[n].values[L1] for n in names])
-        _, usc, _ = pca_axes(union, standardize=std, n=1)
+        _, usc, _ = pca_components(union, standardize=std, n=1)
         upc = usc[:, 0]
         hs_main = np.concatenate([S.model_posterior(caps[n].label_probs)[1] for n in names])
         if pearson(upc[: len(main.texts)], hs_main[: len(main.texts)]) < 0:

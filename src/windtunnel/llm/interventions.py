@@ -32,8 +32,8 @@ import numpy as np
 import torch
 
 from windtunnel.config import ConfigError
-from windtunnel.geometry.stats import standardise
-from windtunnel.llm.stats import pca_axes, pearson
+from windtunnel.geometry.stats import pca_components, standardise
+from windtunnel.llm.stats import pearson
 
 
 @dataclass
@@ -47,10 +47,10 @@ class Axis:
 def estimate_axis(values, h_model, space: str = "raw", sign: str = "positive") -> Axis:
     x = np.asarray(values, dtype=np.float64)
     if space == "raw":
-        _, _, comps = pca_axes(x, standardize=False, n=1)
+        _, _, comps = pca_components(x, standardize=False, n=1)
         u = comps[0]
     elif space == "standardized":
-        _, _, comps = pca_axes(x, standardize=True, n=1)
+        _, _, comps = pca_components(x, standardize=True, n=1)
         std = x.std(0)
         u = comps[0] / np.where(std > 1e-12, std, 1.0)
     else:
@@ -135,7 +135,7 @@ def axis_correlations(values: dict[int, np.ndarray], h_model, axes: dict[int, Ax
         if np.allclose(v.std(0), 0):
             re = float("nan")
         else:
-            _, sc, _ = pca_axes(v, standardize=False, n=1)
+            _, sc, _ = pca_components(v, standardize=False, n=1)
             re = abs(pearson(sc[:, 0], h_model))
         out[str(i)] = {"fixed_axis": fixed, "reestimated_abs": re, "projection_std_ratio": ratio}
     return out
@@ -143,5 +143,5 @@ def axis_correlations(values: dict[int, np.ndarray], h_model, axes: dict[int, Ax
 
 def residual_pc1_corr(residual, h_model) -> float:
     r = np.asarray(residual, dtype=np.float64)
-    _, sc, _ = pca_axes(standardise(r), standardize=False, n=1)
+    _, sc, _ = pca_components(standardise(r), standardize=False, n=1)
     return abs(pearson(sc[:, 0], h_model))

@@ -15,11 +15,8 @@ import functools
 
 import numpy as np
 
-from windtunnel.geometry.stats import participation_ratio, spearman, standardise
-
-
-def _np(x) -> np.ndarray:
-    return np.asarray(x, dtype=np.float64)
+from windtunnel.geometry.stats import participation_ratio, pca_components, spearman, standardise
+from windtunnel.geometry.stats import to_numpy as _np
 
 
 def single_threaded_blas():
@@ -51,17 +48,6 @@ def pca_ratios(x, standardize: bool) -> np.ndarray:
     ev = np.clip(np.linalg.eigvalsh(g)[::-1], 0, None)
     total = ev.sum()
     return ev / total if total > 0 else np.zeros_like(ev)
-
-
-def pca_axes(x, standardize: bool, n: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(ratios, scores (N, n), components (n, d)) of ``x``; components in the PCA space
-    (standardized coordinates when ``standardize``)."""
-    x = _np(x)
-    xc = standardise(x) if standardize else x - x.mean(0)
-    _, s, vt = np.linalg.svd(xc, full_matrices=False)
-    var = s**2
-    ratios = var / var.sum() if var.sum() > 0 else np.zeros_like(var)
-    return ratios, xc @ vt[:n].T, vt[:n]
 
 
 def ci(samples, level: float = 0.95) -> list[float]:
@@ -149,7 +135,7 @@ def pca_report(x, y, standardize: bool, n_boot: int, seed: int, n_null: int, lev
     """PC1, PC2, PC1+PC2 with bootstrap intervals, participation ratio, top-10 ratios, Spearman
     r(PC1, y) (signed, and |r|; PC signs are arbitrary), and the matched empirical nulls."""
     x = _np(x)
-    ratios, scores, _ = pca_axes(x, standardize, n=2)
+    ratios, scores, _ = pca_components(x, standardize, n=2)
     boot = bootstrap_pca(x, standardize, n_boot, seed)
     rho, p = spearman(scores[:, 0], y)
     null = pca_null(x.shape[0], x.shape[1], standardize, n_null, seed + 1, x=x)
