@@ -29,6 +29,8 @@ def test_train_then_eval(tmp_path):
 def test_eval_errors(tmp_path):
     res = runner.invoke(app, ["eval", str(tmp_path)])
     assert res.exit_code == 3 and "not a run directory" in res.output
+    res = runner.invoke(app, ["run", "--models", ","])
+    assert res.exit_code == 2 and "models is empty" in res.output
     res = runner.invoke(app, ["train", "--model", "nope"])
     assert res.exit_code == 2 and "unknown model 'nope'" in res.output
 

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from windtunnel.config import ConfigError
 from windtunnel.models import match_capacity
 from windtunnel.report.plots import calibration_plot
 from windtunnel.tasks import make_task
@@ -55,6 +56,8 @@ def compare(
     progress: bool = True,
 ) -> tuple[Path, dict[str, Any]]:
     """Train and evaluate every model; write summary.json, summary.md and calibration.png."""
+    if not models:
+        raise ConfigError("models is empty; name at least one architecture, e.g. --models transformer,lstm")
     configs = matched_configs(task, list(models), profile, overrides or [], reference)
     digest = hashlib.sha256("".join(c.content_hash() for c in configs).encode()).hexdigest()[:10]
     out = Path(out) if out is not None else Path("runs") / f"compare-{task}-{digest}"
