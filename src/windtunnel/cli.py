@@ -124,6 +124,7 @@ def sample(
 
 def _run_errors(fn):
     """Run ``fn`` and turn the errors a user can cause into a message and an exit code."""
+    from windtunnel.sweep.run import SweepError
     from windtunnel.train.checkpoint import CheckpointError
     from windtunnel.train.trainer import TrainingError
 
@@ -133,7 +134,7 @@ def _run_errors(fn):
         fail(str(exc), 2)
     except CheckpointError as exc:
         fail(str(exc), 3)
-    except TrainingError as exc:
+    except (TrainingError, SweepError) as exc:
         fail(str(exc), 4)
 
 
@@ -231,15 +232,80 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
 ) -> None:
     """The main job: train several architectures on one wind tunnel, capacity-matched, and compare."""
-    from windtunnel.train.compare import compare, summary_table
+    from windtunnel.sweep.markdown import comparison_table
+    from windtunnel.train.compare import compare
 
     def go():
         names = tuple(m.strip() for m in models.split(",") if m.strip())
         folder, summary = compare(task, names, profile, overrides, out, progress=not quiet)
         typer.echo("")
-        typer.echo(summary_table(summary))
-        typer.echo(f"\nwritten: {folder}/summary.md, {folder}/summary.json, {folder}/calibration.png")
+        typer.echo(comparison_table(summary["table"], task))
+        typer.echo(f"\nwritten: {folder}/summary.md, {folder}/table.csv, {folder}/calibration.png; page: windtunnel report {folder}")
         typer.echo(str(folder))
+
+    _run_errors(go)
+
+
+@app.command()
+def sweep(
+    config: Optional[str] = typer.Argument(None, help="a shipped sweep (paper1, paper1-quick) or a sweep JSON file"),
+    out: Optional[Path] = typer.Option(None, "--out", help="sweep folder (default runs/sweep-<name>-<hash>)"),
+    backend: str = typer.Option("local", "--backend", help="local (in-process, one run after another) or ray"),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join (e.g. auto or ray://host:10001); default: start a local Ray"),
+    overrides: list[str] = typer.Option([], "--set", help="override for every run, e.g. --set train.steps=500"),
+    grid: list[str] = typer.Option([], "--grid", help="grid axis, e.g. --grid train.seed=0,1,2 (replaces the sweep's axis)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the run list (and which are finished) without training"),
+    json_out: bool = typer.Option(False, "--json", help="with --dry-run: the resolved run configs as JSON"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
+) -> None:
+    """Run a grid of runs (tasks x architectures x seeds x any config field) and aggregate the results.
+
+    Finished runs are skipped and interrupted ones resume, so running a sweep again continues it.
+    Writes results.csv (a row per run and length), table.csv (means and 95% intervals over seeds),
+    summary.md and summary.json; `windtunnel report DIR` turns them into a page.
+    """
+    from windtunnel.sweep import expand, load_sweep, run_sweep, sweep_names
+    from windtunnel.sweep.config import parse_grid_option
+    from windtunnel.sweep.run import default_out, is_finished
+
+    if config is None:
+        typer.echo("shipped sweeps: " + ", ".join(sweep_names()) + "\nrun one with `windtunnel sweep NAME`, or pass a JSON file")
+        return
+
+    def go():
+        cfg = load_sweep(config)
+        axes = dict(parse_grid_option(g) for g in grid)
+        if dry_run:
+            runs = expand(cfg, overrides, axes)
+            folder = out or default_out(cfg, runs)
+            if json_out:
+                typer.echo(json.dumps([r.describe() for r in runs], indent=1))
+                return
+            for r in runs:
+                state = "finished" if is_finished(folder / r.name) else "to run"
+                typer.echo(f"{r.name:<36} {r.experiment:<12} {r.labels}  {r.config.train.steps} steps  [{state}]")
+            typer.echo(f"{len(runs)} runs; folder {folder}")
+            return
+        outcome = run_sweep(cfg, out, backend=backend, address=address, overrides=overrides, grid=axes,
+                            progress=not quiet, log=typer.echo)
+        typer.echo("")
+        typer.echo((outcome.out / "summary.md").read_text())
+        typer.echo(f"trained {len(outcome.trained)}, skipped {len(outcome.skipped)} finished, in {outcome.seconds:.0f} s")
+        typer.echo(f"written: {outcome.out}/table.csv, results.csv, summary.md; page: windtunnel report {outcome.out}")
+
+    _run_errors(go)
+
+
+@app.command()
+def report(
+    folder: Path = typer.Argument(..., help="a sweep folder (windtunnel sweep / run) or a run directory (windtunnel train)"),
+) -> None:
+    """Write one self-contained HTML page (and markdown) of a sweep or a run: tables, plots, geometry."""
+    from windtunnel.report.page import write_report
+
+    def go():
+        paths = write_report(folder)
+        typer.echo(f"written: {paths['html']} (open it in a browser; no server needed) and {paths['markdown']}")
 
     _run_errors(go)
 

@@ -40,9 +40,10 @@ def test_run_compares_capacity_matched_models(tmp_path):
                               "--set", 'model_params={"n_layers": 1}', "--out", str(tmp_path / "cmp")])
     assert res.exit_code == 0, res.output
     summary = json.loads((tmp_path / "cmp" / "summary.json").read_text())
-    counts = {m: r["n_params"] for m, r in summary["models"].items()}
+    counts = {r["model"]: r["n_params"] for r in summary["table"]}
+    assert set(counts) == {"transformer", "lstm", "mlp"}
     ref = counts["transformer"]
     assert all(abs(c - ref) / ref <= 0.02 for c in counts.values()), counts
-    for name in ("summary.md", "calibration.png"):
+    for name in ("summary.md", "calibration.png", "table.csv", "results.csv", "sweep.json"):
         assert (tmp_path / "cmp" / name).exists()
-    assert "| transformer |" in res.output and "baseline: uniform" in res.output
+    assert "| transformer |" in res.output and "(uniform)" in res.output and "v3 table" in res.output

@@ -45,14 +45,19 @@ def length_plot(per_length: dict[str, dict[str, Any]], path: Path | str, title: 
         c = s["curves"]
         err = s["entropy_error_mean_abs"]["value"]
         ax.plot(s["step"], [max(v, 1e-6) for v in c["abs_dh"]], marker="o", ms=2, label=f"length {L}: {err:.4f} bits")
+    _log_axes(ax, "prediction index k", "|H_model - H_Bayes| (bits)", title)
+    return _save(fig, path)
+
+
+def _log_axes(ax, xlabel: str, ylabel: str, title: str = "") -> None:
+    """Log y axis, labels, grid, legend and title: the style every line plot here shares."""
     ax.set_yscale("log")
-    ax.set_xlabel("prediction index k")
-    ax.set_ylabel("|H_model - H_Bayes| (bits)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
-    return _save(fig, path)
 
 
 def _save(fig, path: Path | str) -> Path:
@@ -62,3 +67,49 @@ def _save(fig, path: Path | str) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def length_comparison_plot(per_model: dict[str, list[tuple[int, float, float, float]]], path: Path | str,
+                           train_length: int | None = None, title: str = "") -> Path:
+    """Entropy error against evaluation length, one line per model (``(length, value, lo, hi)``)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, pts in per_model.items():
+        pts = sorted(pts)
+        x = [p[0] for p in pts]
+        y = [max(p[1], 1e-6) for p in pts]
+        err = [[max(p[1] - p[2], 0) for p in pts], [max(p[3] - p[1], 0) for p in pts]]
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label)
+    if train_length is not None:
+        ax.axvline(train_length, color="grey", ls=":", label=f"training length {train_length}")
+    _log_axes(ax, "evaluation length", "entropy error (bits)", title)
+    return _save(fig, path)
+
+
+def accuracy_plot(acc: dict[str, tuple[float, float, float]], path: Path | str, chance: float | None = None,
+                  chance_label: str = "best baseline", title: str = "") -> Path:
+    """Accuracy per model (value, lo, hi) as bars with the best baseline as a line."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    names = list(acc)
+    vals = [acc[n][0] for n in names]
+    err = [[max(acc[n][0] - acc[n][1], 0) for n in names], [max(acc[n][2] - acc[n][0], 0) for n in names]]
+    ax.bar(names, vals, yerr=err, capsize=4, color="tab:blue", alpha=0.8)
+    for i, v in enumerate(vals):
+        ax.text(i, min(v + 0.03, 1.02), f"{v:.3f}", ha="center", fontsize=8)
+    if chance is not None:
+        ax.axhline(chance, color="tab:red", ls="--", label=f"{chance_label} {chance:.3f}")
+        ax.legend(fontsize=8)
+    ax.set_ylim(0, 1.08)
+    ax.set_ylabel("accuracy")
+    ax.grid(alpha=0.3, axis="y")
+    if title:
+        ax.set_title(title)
+    return _save(fig, path)
+
+
+def training_curves_plot(curves: dict[str, tuple[list[int], list[float]]], path: Path | str, title: str = "") -> Path:
+    """Held-out entropy error during training (the probe checks in ``metrics.jsonl``), one line per run."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, (steps, err) in curves.items():
+        ax.plot(steps, [max(e, 1e-6) for e in err], marker="o", ms=3, label=label)
+    _log_axes(ax, "training step", "probe entropy error (bits)", title)
+    return _save(fig, path)

@@ -50,6 +50,7 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
 def atomic_write_text(path: Path, text: str) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be read by others
     with os.fdopen(fd, "w") as f:
         f.write(text)
         f.flush()

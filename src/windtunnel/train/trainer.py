@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from windtunnel.config import ConfigError
 from windtunnel.evaluate.evaluator import evaluate, quick_entropy_error, sample_eval
-from windtunnel.models import make_model
+from windtunnel.models import make_model, model_class
 from windtunnel.tasks import Task, make_generator, make_task
 from windtunnel.train.checkpoint import (
     atomic_write_text,
@@ -107,13 +107,7 @@ def build(config: RunConfig) -> tuple[Task, torch.nn.Module]:
     ``model_params.max_len`` says otherwise (then a too-short table is an error).
     """
     task = make_task(config.task, config.task_params)
-    longest = task.spec.seq_len
-    for L in config.eval.lengths:
-        longest = max(longest, task.with_length(L).spec.seq_len)
-    params = dict(config.model_params)
-    model = seeded_model(config, task, params)
-    if longest > task.spec.seq_len and "max_len" in type(model.config).model_fields and "max_len" not in params:
-        model = seeded_model(config, task, {**params, "max_len": longest})
+    model = seeded_model(config, task, sized_model_params(config, task))
     for L in config.eval.lengths:
         t = task.with_length(L)
         max_len = getattr(model.config, "max_len", None)
@@ -123,6 +117,17 @@ def build(config: RunConfig) -> tuple[Task, torch.nn.Module]:
                 f"(model_params.max_len = {max_len})"
             )
     return task, model
+
+
+def sized_model_params(config: RunConfig, task: Task) -> dict[str, Any]:
+    """``model_params`` with ``max_len`` set to the longest evaluated sequence when the model has
+    that field and the run evaluates beyond the training length (so capacity matching counts the
+    parameters the trained model will really have)."""
+    params = dict(config.model_params)
+    longest = max([task.spec.seq_len] + [task.with_length(L).spec.seq_len for L in config.eval.lengths])
+    if longest > task.spec.seq_len and "max_len" in model_class(config.model).Config.model_fields and "max_len" not in params:
+        params["max_len"] = longest
+    return params
 
 
 def seeded_model(config: RunConfig, task: Task, params: dict[str, Any]) -> torch.nn.Module:

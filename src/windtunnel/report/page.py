@@ -1,0 +1,294 @@
+"""`windtunnel report DIR`: one self-contained page (``report.html`` and ``report.md``) for a run or a sweep.
+
+The page is written as markdown first (plots in ``report_files/``); the HTML is that markdown
+rendered with Python-Markdown, every image inlined as a base64 data URI, so the single
+``report.html`` opens in a browser from disk with no server and no other files.
+
+A sweep page (any folder with ``sweep.json``, including `windtunnel run`'s) has: the comparison
+table of every experiment with the paper's numbers beside ours, the inference primitives, and per
+experiment the per-position calibration of all architectures, length generalisation, accuracy
+(associative recall), training curves, and the geometric diagnostics of every run that has them.
+A run page has the same for one run.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import html
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from windtunnel.config import ConfigError
+from windtunnel.report import plots
+from windtunnel.train.checkpoint import atomic_write_text
+
+FILES = "report_files"
+
+
+# ---------------------------------------------------------------------------------------
+# Shared pieces
+# ---------------------------------------------------------------------------------------
+def _eval(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / "eval.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _probe_curve(run_dir: Path) -> tuple[list[int], list[float]]:
+    steps, err = [], []
+    path = run_dir / "metrics.jsonl"
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            row = json.loads(line) if line.strip() else {}
+            if "probe_entropy_error" in row:
+                steps.append(row["step"])
+                err.append(row["probe_entropy_error"])
+    return steps, err
+
+
+def _main_curves(ev: dict[str, Any], length: str | None = None) -> dict[str, Any]:
+    s = ev["lengths"][length or str(ev["main_length"])]
+    return {**s["curves"], "step": s["step"]}
+
+
+def _img(rel: str, alt: str) -> str:
+    return f"![{alt}]({rel})"
+
+
+def _demote(markdown_text: str, levels: int = 2) -> str:
+    """Headings of an embedded page pushed down ``levels`` levels (a run's diagnostics.md)."""
+    return re.sub(r"^(#+) ", lambda m: "#" * min(6, len(m.group(1)) + levels) + " ", markdown_text, flags=re.M)
+
+
+def geometry_section(run_dir: Path, rel: str, level: int = 3) -> list[str]:
+    """A run's diagnostics.md (its title and list of plot links dropped, its sections at heading
+    ``level``) followed by its geometry plots inlined."""
+    md_path = run_dir / "diagnostics.md"
+    if not md_path.is_file():
+        return []
+    text = md_path.read_text().split("\n## Plots", 1)[0]
+    text = re.sub(r"\A# [^\n]*\n", "", text)
+    lines = [_demote(text, level - 2), ""]
+    for p in sorted((run_dir / "plots" / "geometry").glob("*.png")):
+        lines += [_img(f"{rel}/plots/geometry/{p.name}", p.stem.replace("_", " ")), ""]
+    return lines
+
+
+def _config_block(doc: Any) -> list[str]:
+    return ["```json", json.dumps(doc, indent=1), "```", ""]
+
+
+# ---------------------------------------------------------------------------------------
+# A sweep
+# ---------------------------------------------------------------------------------------
+def sweep_report(folder: Path) -> tuple[str, str]:
+    from windtunnel.sweep import read_manifest, write_tables
+    from windtunnel.sweep.markdown import sweep_markdown
+
+    sweep, runs = read_manifest(folder)
+    old = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
+    summary = write_tables(folder, sweep, runs, old.get("failed"))  # fresh tables from what has finished
+    files = folder / FILES
+    title = f"windtunnel report: sweep {sweep.name}"
+    lines = [sweep_markdown(summary, sweep, title), ""]
+    experiments = list(dict.fromkeys(r.experiment for r in runs))
+    accuracy_experiments = {r.experiment for r in (sweep.primitives.rules.values() if sweep.primitives else [])
+                            if r.metric == "accuracy"}
+    for exp in experiments:
+        members = [r for r in runs if r.experiment == exp and (folder / r.name / "eval.json").is_file()]
+        if not members:
+            continue
+        lines += [f"## {exp}", ""]
+        chosen = _one_per_setting(members)
+        evals = {label: _eval(folder / r.name) for label, r in chosen.items()}
+        labelled = {f"{label} ({ev['n_params'] / 1e6:.2f}M)": ev for label, ev in evals.items()}
+        slug = re.sub(r"[^A-Za-z0-9_-]", "_", exp)
+
+        plots.calibration_plot({k: _main_curves(ev) for k, ev in labelled.items()}, files / f"{slug}_calibration.png",
+                               title=f"{exp}: model vs exact Bayes entropy (training length)")
+        lines += ["### Per-position calibration", "", _img(f"{FILES}/{slug}_calibration.png", f"{exp} calibration"), ""]
+
+        rows = [r for r in summary["table"] if r["experiment"] == exp]
+        lengths = sorted({r["length"] for r in rows if r["length"] is not None})
+        if len(lengths) > 1:
+            per_model: dict[str, list] = {}
+            for r in rows:
+                grid = " ".join(f"{k.removeprefix('grid:')}={v}" for k, v in r.items() if k.startswith("grid:"))
+                per_model.setdefault(f"{r['model']} {grid}".strip(), []).append(
+                    (r["length"], r["entropy_error"], r["entropy_error_lo"], r["entropy_error_hi"]))
+            train_len = next((r["main_length"] for r in rows), None)
+            plots.length_comparison_plot(per_model, files / f"{slug}_lengths.png", train_length=train_len,
+                                         title=f"{exp}: length generalisation")
+            longest = str(max(lengths))
+            plots.calibration_plot({k: _main_curves(ev, longest) for k, ev in labelled.items() if longest in ev["lengths"]},
+                                   files / f"{slug}_calibration_longest.png",
+                                   title=f"{exp}: calibration at length {longest}")
+            lines += ["### Length generalisation", "",
+                      f"Trained at length {train_len}; evaluated at {', '.join(map(str, lengths))} (values in the table above).", "",
+                      _img(f"{FILES}/{slug}_lengths.png", f"{exp} length generalisation"), "",
+                      _img(f"{FILES}/{slug}_calibration_longest.png", f"{exp} calibration at length {longest}"), ""]
+
+        main_rows = [r for r in rows if r["is_main"] and r.get("accuracy") is not None]
+        if main_rows and (exp in accuracy_experiments or members[0].config.task == "recall"):
+            acc = {r["model"]: (r["accuracy"], r["accuracy_lo"], r["accuracy_hi"]) for r in main_rows}
+            base = main_rows[0].get("baseline_accuracy")
+            plots.accuracy_plot(acc, files / f"{slug}_accuracy.png", chance=base,
+                                chance_label=main_rows[0].get("baseline_accuracy_name") or "baseline",
+                                title=f"{exp}: accuracy at the query positions")
+            lines += ["### Accuracy", "", "| model | accuracy [95% CI] | paper |", "|---|---|---|"]
+            for r in main_rows:
+                paper = r.get("paper_accuracy")
+                lines.append(f"| {r['model']} | {r['accuracy']:.3f} [{r['accuracy_lo']:.3f}, {r['accuracy_hi']:.3f}] | "
+                             f"{'-' if paper is None else f'{paper:.3f}'} |")
+            if base is not None:
+                lines.append(f"| baseline: {main_rows[0].get('baseline_accuracy_name')} | {base:.3f} | |")
+            lines += ["", _img(f"{FILES}/{slug}_accuracy.png", f"{exp} accuracy"), ""]
+
+        curves = {label: _probe_curve(folder / r.name) for label, r in chosen.items()}
+        curves = {k: v for k, v in curves.items() if v[0]}
+        if curves:
+            plots.training_curves_plot(curves, files / f"{slug}_training.png", title=f"{exp}: training")
+            lines += ["### Training", "", _img(f"{FILES}/{slug}_training.png", f"{exp} training curves"), ""]
+
+        for r in members:
+            geo = geometry_section(folder / r.name, r.name, level=4)
+            if geo:
+                lines += [f"### Geometry: {r.name}", ""] + geo
+        lines += ["### Runs", "", "| run | model | grid point | params | steps | train s |", "|---|---|---|---|---|---|"]
+        for r in members:
+            ev = _eval(folder / r.name)
+            lines.append(f"| `{r.name}` | {r.config.model} | {r.labels} | {ev['n_params']:,} | {ev['steps']} | "
+                         f"{ev['train_seconds']:.0f} |")
+        lines.append("")
+    lines += ["## Sweep config", ""] + _config_block(sweep.model_dump(mode="json"))
+    return title, "\n".join(lines)
+
+
+def _one_per_setting(members: list) -> dict[str, Any]:
+    """One run per model and non-seed grid point (the lowest seed), labelled for plot legends."""
+    from windtunnel.sweep.config import SEED_KEY
+
+    chosen: dict[str, Any] = {}
+    for r in sorted(members, key=lambda r: r.config.train.seed):
+        grid = " ".join(f"{k}={v}" for k, v in r.labels.items() if k != SEED_KEY)
+        chosen.setdefault(f"{r.config.model} {grid}".strip(), r)
+    return chosen
+
+
+# ---------------------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------------------
+def _ci(m: dict[str, float] | None, digits: int = 4) -> str:
+    if m is None:
+        return "-"
+    return f"{m['value']:.{digits}f} [{m['lo']:.{digits}f}, {m['hi']:.{digits}f}]"
+
+
+def run_report(run_dir: Path) -> tuple[str, str]:
+    from windtunnel.train.config import read_run_config
+
+    cfg = read_run_config(run_dir / "config.json")
+    ev = _eval(run_dir)
+    title = f"windtunnel report: run {run_dir.name}"
+    lines = [f"# {title}", "",
+             f"Task **{cfg.task}** `{json.dumps(cfg.task_params)}`, model **{cfg.model}**, profile `{cfg.profile}`, "
+             f"seed {cfg.train.seed}, {cfg.train.steps} steps of batch {cfg.train.batch_size}.", ""]
+    if ev is None:
+        lines += ["**This run has no evaluation yet** (`windtunnel train` resumes it; `windtunnel eval` evaluates "
+                  "its last checkpoint).", ""]
+    else:
+        lines += [f"{ev['n_params']:,} parameters, {ev['steps']} steps, {ev['train_seconds']:.0f} s of training.", "",
+                  "## Calibration against the exact posterior", "",
+                  "| length | entropy error (bits) | \\|mean dH\\| (bits) | KL(Bayes‖model) | KL(model‖Bayes) | accuracy |",
+                  "|---|---|---|---|---|---|"]
+        for L, s in ev["lengths"].items():
+            lab = f"{L}" + (" (train)" if L == str(ev["main_length"]) else "")
+            lines.append(f"| {lab} | {_ci(s['entropy_error_mean_abs'])} | {_ci(s['entropy_error_abs_mean'])} | "
+                         f"{_ci(s['kl_bayes_model'])} | {_ci(s['kl_model_bayes'])} | {_ci(s.get('accuracy'), 3)} |")
+        lines += ["", "| baseline | length | entropy error (bits) | KL(Bayes‖model) | accuracy |", "|---|---|---|---|---|"]
+        for L, base in ev["baselines"].items():
+            for name, b in base.items():
+                acc = f"{b['accuracy']:.3f}" if "accuracy" in b else "-"
+                lines.append(f"| {name} | {L} | {b['entropy_error_mean_abs']:.4f} | {b['kl_bayes_model']:.4f} | {acc} |")
+        files = run_dir / FILES
+        plots.calibration_plot({"model": _main_curves(ev)}, files / "calibration.png", title=f"{cfg.task}: {cfg.model}")
+        lines += ["", _img(f"{FILES}/calibration.png", "calibration"), ""]
+        if len(ev["lengths"]) > 1:
+            plots.length_plot({L: {**s, "step": s["step"]} for L, s in ev["lengths"].items()}, files / "lengths.png",
+                              title="length generalisation")
+            lines += ["## Length generalisation", "", _img(f"{FILES}/lengths.png", "length generalisation"), ""]
+        steps, err = _probe_curve(run_dir)
+        if steps:
+            plots.training_curves_plot({cfg.model: (steps, err)}, files / "training.png", title="training")
+            lines += ["## Training", "", _img(f"{FILES}/training.png", "training curve"), ""]
+    geo = geometry_section(run_dir, ".", level=3)
+    if geo:
+        lines += ["## Geometry", ""] + geo
+    lines += ["## Run config", ""] + _config_block(cfg.model_dump(mode="json"))
+    return title, "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# The page
+# ---------------------------------------------------------------------------------------
+CSS = """
+body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; max-width: 1150px; margin: 2em auto;
+       padding: 0 1em; color: #1d1d1f; line-height: 1.45; }
+h1 { border-bottom: 2px solid #444; padding-bottom: .2em; }
+h2 { border-bottom: 1px solid #bbb; margin-top: 2em; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; }
+th { background: #f0f0f3; }
+tr:nth-child(even) td { background: #fafafa; }
+img { max-width: 100%; height: auto; display: block; margin: 0.5em 0; }
+pre { background: #f6f6f8; padding: 0.8em; overflow-x: auto; font-size: 0.8em; }
+code { font-size: 0.92em; }
+footer { margin-top: 3em; color: #777; font-size: 0.85em; }
+"""
+
+
+def to_html(markdown_text: str, base: Path, title: str) -> str:
+    """The markdown rendered as one HTML page, every relative image inlined as a data URI."""
+    import markdown
+
+    body = markdown.markdown(markdown_text, extensions=["tables", "fenced_code"], output_format="html")
+
+    def inline(m: re.Match) -> str:
+        src = html.unescape(m.group(2))
+        if src.startswith(("data:", "http:", "https:")):
+            return m.group(0)
+        path = (base / src).resolve()
+        if not path.is_file():
+            return f'<p class="missing">(missing image: {html.escape(src)})</p>'
+        mime = "image/png" if path.suffix == ".png" else "image/svg+xml" if path.suffix == ".svg" else "image/jpeg"
+        data = base64.b64encode(path.read_bytes()).decode()
+        return f'{m.group(1)}"data:{mime};base64,{data}"'
+
+    body = re.sub(r'(<img\b[^>]*?\bsrc=)"([^"]*)"', inline, body)
+    from windtunnel import __version__
+
+    stamp = datetime.datetime.now().isoformat(timespec="seconds")
+    return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n"
+            f"<footer>windtunnel {__version__}, written {stamp}. Self-contained: the plots are inlined.</footer>\n"
+            f"</body>\n</html>\n")
+
+
+def write_report(folder: Path | str) -> dict[str, Path]:
+    """Write ``report.md`` and ``report.html`` into a sweep folder or a run directory."""
+    folder = Path(folder)
+    if (folder / "sweep.json").is_file():
+        title, md = sweep_report(folder)
+    elif (folder / "config.json").is_file():
+        title, md = run_report(folder)
+    else:
+        raise ConfigError(
+            f"{folder} is neither a sweep folder (sweep.json, from `windtunnel sweep` or `windtunnel run`) "
+            "nor a run directory (config.json, from `windtunnel train`)"
+        )
+    atomic_write_text(folder / "report.md", md)
+    atomic_write_text(folder / "report.html", to_html(md, folder, title))
+    return {"markdown": folder / "report.md", "html": folder / "report.html"}

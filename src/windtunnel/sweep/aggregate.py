@@ -1,0 +1,168 @@
+"""A sweep's results as tables: one row per run and length, then means and intervals over seeds.
+
+``results.csv`` has one row per (run, evaluation length). ``table.csv`` groups those rows by
+everything but the seed and reports, per metric, the mean over seeds with a 95% interval:
+Student's t over seeds when there are two or more, else the run's own bootstrap interval over
+held-out sequences (the ``ci`` column says which). ``primitives`` scores which inference
+primitives each architecture realises, from the rules in the sweep config.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from windtunnel.sweep.config import METRICS, SEED_KEY, Primitives
+from windtunnel.sweep.expand import SweepRun
+from windtunnel.sweep.paper import paper_value
+from windtunnel.train.checkpoint import atomic_write_text
+
+#: for each metric: is lower better (errors) or higher (accuracy)
+LOWER_IS_BETTER = {"entropy_error": True, "kl_bayes_model": True, "kl_model_bayes": True, "accuracy": False}
+_SOURCE = {"entropy_error": "entropy_error_mean_abs", "kl_bayes_model": "kl_bayes_model",
+           "kl_model_bayes": "kl_model_bayes", "accuracy": "accuracy"}
+
+
+def run_rows(run: SweepRun, ev: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per evaluation length of a finished run (its ``eval.json``)."""
+    cfg = run.config
+    main = ev["main_length"]
+    rows = []
+    for L, s in ev["lengths"].items():
+        row: dict[str, Any] = {
+            "experiment": run.experiment, "task": cfg.task, "model": cfg.model, "run": run.name,
+            "seed": cfg.train.seed,
+            **{f"grid:{k}": json.dumps(v) for k, v in run.labels.items() if k != SEED_KEY},
+            "length": int(L) if L not in ("None", "null") else None, "main_length": main,
+            "is_main": str(L) == str(main), "n_params": ev.get("n_params"), "steps": ev.get("steps"),
+            "train_seconds": round(ev.get("train_seconds", 0.0), 2),
+        }
+        for metric, key in _SOURCE.items():
+            if key in s:
+                row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = s[key]["value"], s[key]["lo"], s[key]["hi"]
+        base = ev["baselines"].get(str(L), {})
+        for metric, key in _SOURCE.items():
+            have = {name: b[key] for name, b in base.items() if key in b and name != "bayes"}
+            if have:
+                pick = (min if LOWER_IS_BETTER[metric] else max)(have, key=have.get)
+                row[f"baseline_{metric}"], row[f"baseline_{metric}_name"] = have[pick], pick
+        rows.append(row)
+    return rows
+
+
+def _t_quantile(level: float, df: int) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + level / 2, df))
+
+
+def _mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float, float, float]:
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    half = _t_quantile(level, n - 1) * sd / math.sqrt(n) if n > 1 else 0.0
+    return mean, mean - half, mean + half, sd
+
+
+def aggregate(rows: list[dict[str, Any]], paper: str | None = None) -> list[dict[str, Any]]:
+    """Group ``rows`` by all but the seed; mean and 95% interval per metric (see module doc)."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        key = tuple((k, r[k]) for k in ("experiment", "task", "model", "length", "is_main", "main_length"))
+        key += tuple(sorted((k, v) for k, v in r.items() if k.startswith("grid:")))
+        groups.setdefault(key, []).append(r)
+    table = []
+    for key, members in groups.items():
+        members.sort(key=lambda r: r["seed"])
+        out: dict[str, Any] = dict(key)
+        out.update(n_seeds=len(members), seeds=" ".join(str(r["seed"]) for r in members),
+                   n_params=members[0]["n_params"], steps=members[0]["steps"],
+                   train_seconds=round(sum(r["train_seconds"] for r in members) / len(members), 1),
+                   runs=" ".join(r["run"] for r in members))
+        out["ci"] = f"t over {len(members)} seeds" if len(members) > 1 else "bootstrap over sequences (1 seed)"
+        for metric in _SOURCE:
+            vals = [r[metric] for r in members if r.get(metric) is not None]
+            if len(vals) != len(members):
+                continue
+            if len(vals) > 1:
+                mean, lo, hi, sd = _mean_ci(vals)
+                lo, hi = max(lo, 0.0), min(hi, 1.0) if metric == "accuracy" else hi  # the metric's own range
+            else:
+                mean, lo, hi, sd = vals[0], members[0][f"{metric}_lo"], members[0][f"{metric}_hi"], 0.0
+            out.update({metric: mean, f"{metric}_lo": lo, f"{metric}_hi": hi, f"{metric}_sd": sd})
+            if members[0].get(f"baseline_{metric}") is not None:
+                out[f"baseline_{metric}"] = sum(r[f"baseline_{metric}"] for r in members) / len(members)
+                out[f"baseline_{metric}_name"] = members[0][f"baseline_{metric}_name"]
+            ref = paper_value(paper, out["task"], out["model"], metric, out["length"], out["main_length"])
+            if ref is not None:
+                out[f"paper_{metric}"], out[f"paper_{metric}_source"] = ref["value"], ref["source"]
+        table.append(out)
+    return table
+
+
+def primitive_score(metric: str, value: float, baseline: float) -> float:
+    """Fraction of the gap between the best baseline and the exact posterior that ``value`` closes."""
+    if LOWER_IS_BETTER[metric]:
+        return 1.0 - value / baseline if baseline > 0 else float("nan")
+    return (value - baseline) / (1.0 - baseline) if baseline < 1 else float("nan")
+
+
+def primitives(table: list[dict[str, Any]], rules: Primitives) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{model: {primitive: {score, verdict, value, baseline, ...}}}`` at each task's training length.
+
+    With grid axes besides the seed, a model's best setting counts."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for prim, rule in rules.rules.items():
+        for row in table:
+            if row["experiment"] != rule.experiment or not row["is_main"] or row.get(rule.metric) is None:
+                continue
+            base = row.get(f"baseline_{rule.metric}")
+            if base is None:
+                continue
+            score = primitive_score(rule.metric, row[rule.metric], base)
+            prev = out.setdefault(row["model"], {}).get(prim)
+            if prev is not None and not score > prev["score"]:
+                continue
+            verdict = "yes" if score >= rules.realised else "partial" if score >= rules.partial else "no"
+            out[row["model"]][prim] = {
+                "score": score, "verdict": verdict, "metric": rule.metric, "value": row[rule.metric],
+                "baseline": base, "baseline_name": row[f"baseline_{rule.metric}_name"], "experiment": rule.experiment,
+            }
+    return out
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """Rows with the union of their keys as columns (first-seen order), written atomically."""
+    fields: list[str] = []
+    for r in rows:
+        fields.extend(k for k in r if k not in fields)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=fields, restval="", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
+    return path
+
+
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    """A table written by :func:`write_csv`, with numbers, booleans and empty cells restored."""
+    def parse(v: str) -> Any:
+        if v == "":
+            return None
+        if v in ("True", "False"):
+            return v == "True"
+        try:
+            return int(v)
+        except ValueError:
+            pass
+        try:
+            return float(v)
+        except ValueError:
+            return v
+
+    with open(path, newline="") as fh:
+        return [{k: parse(v) for k, v in r.items()} for r in csv.DictReader(fh)]

@@ -1,0 +1,92 @@
+"""A sweep config -> a plain list of validated run configs (one per experiment x model x grid point).
+
+Capacity matching happens here: at every grid point, each model of an experiment (except the
+reference named by ``match_capacity``) is resized to within 2% of the reference's parameter
+count, counted as the trained model will have it (position tables sized for the longest
+evaluation length included).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from windtunnel.models import match_capacity
+from windtunnel.sweep.config import SweepConfig
+from windtunnel.tasks import make_task
+from windtunnel.train.config import RunConfig, resolve_run
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One run of a sweep: its config, and where in the sweep it sits."""
+
+    config: RunConfig
+    experiment: str
+    labels: dict[str, Any] = field(default_factory=dict)  # grid point: section.field -> value
+
+    @property
+    def name(self) -> str:
+        return self.config.run_name()
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "experiment": self.experiment, "labels": self.labels,
+                "config": self.config.model_dump(mode="json")}
+
+
+def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """The cartesian product of the grid axes, in the order given (one empty point if no axes)."""
+    keys = list(grid)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+def _as_override(key: str, value: Any) -> str:
+    return f"{key}={json.dumps(value)}"
+
+
+def matched_configs(task: str, models: list[str], profile: str | None, overrides: list[str],
+                    reference: str | None, tol: float = 0.02) -> list[RunConfig]:
+    """One run config per model; all but ``reference`` matched to its parameter count."""
+    from windtunnel.train.trainer import build, sized_model_params
+
+    configs = [resolve_run(task, name, profile, overrides) for name in models]
+    if reference is None:
+        return configs
+    ref_cfg = configs[models.index(reference)] if reference in models else resolve_run(task, reference, profile, overrides)
+    _, ref_model = build(ref_cfg)
+    target = ref_model.n_params()
+    task_obj = make_task(ref_cfg.task, ref_cfg.task_params)
+    out = []
+    for cfg in configs:
+        if cfg.model != reference:
+            params, _ = match_capacity(cfg.model, task_obj.spec, target, sized_model_params(cfg, task_obj), tol=tol)
+            cfg = cfg.replace(model_params=params)
+        out.append(cfg)
+    return out
+
+
+def expand(sweep: SweepConfig, overrides: list[str] | None = None,
+           grid: dict[str, list[Any]] | None = None) -> list[SweepRun]:
+    """Every run of ``sweep`` (duplicates by content hash dropped, first kept).
+
+    ``overrides`` apply to every run after the sweep's and the experiment's own; ``grid`` axes
+    replace or extend the sweep's (e.g. from ``windtunnel sweep --grid train.seed=0,1,2``).
+    The order of overrides, lowest first: profile, sweep overrides, experiment overrides,
+    grid point, ``overrides``.
+    """
+    runs: list[SweepRun] = []
+    seen: set[str] = set()
+    for exp in sweep.experiments:
+        axes = {**sweep.grid, **exp.grid, **(grid or {})}
+        for task in exp.tasks():
+            for point in grid_points(axes):
+                ovr = [*sweep.overrides, *exp.overrides, *(_as_override(k, v) for k, v in point.items()),
+                       *(overrides or [])]
+                for cfg in matched_configs(task, exp.models, exp.profile or sweep.profile, ovr, exp.match_capacity):
+                    run = SweepRun(cfg, exp.label(task), dict(point))
+                    if run.name not in seen:
+                        seen.add(run.name)
+                        runs.append(run)
+    return runs

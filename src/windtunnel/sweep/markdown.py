@@ -1,0 +1,130 @@
+"""The sweep's tables as markdown: comparisons per experiment (ours beside the paper's) and primitives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from windtunnel.sweep.config import SweepConfig
+
+_MARK = {"yes": "✓", "partial": "~", "no": "✗"}
+METRIC_LABEL = {"entropy_error": "entropy error", "kl_bayes_model": "KL(Bayes‖model)", "accuracy": "accuracy"}
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.{digits}f}" if abs(x) >= 10 ** -digits or x == 0 else f"{x:.1e}"
+
+
+def _cell(row: dict[str, Any], metric: str, digits: int = 4) -> str:
+    if row.get(metric) is None:
+        return "-"
+    return f"{_fmt(row[metric], digits)} [{_fmt(row[f'{metric}_lo'], digits)}, {_fmt(row[f'{metric}_hi'], digits)}]"
+
+
+def _length_label(row: dict[str, Any]) -> str:
+    if row["length"] is None:
+        return "-"
+    return f"{row['length']}" + (" (train)" if row["is_main"] else "")
+
+
+def comparison_table(table: list[dict[str, Any]], experiment: str) -> str:
+    """Every model (and evaluation length) of one experiment, mean over seeds with 95% intervals."""
+    rows = [r for r in table if r["experiment"] == experiment]
+    if not rows:
+        return "_no finished runs_"
+    grid_cols = sorted({k for r in rows for k in r if k.startswith("grid:")})
+    has_acc = any(r.get("accuracy") is not None for r in rows)
+    head = ["model", *(c.removeprefix("grid:") for c in grid_cols), "length", "params", "seeds",
+            "entropy error (bits)", "KL(Bayes‖model) (bits)"]
+    head += ["accuracy"] if has_acc else []
+    head += ["train s", "paper", "paper source"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    key = (lambda r: (r["model"], *(str(r.get(c)) for c in grid_cols), r["length"] or 0))
+    for r in sorted(rows, key=key):
+        paper_metric = "accuracy" if r.get("paper_accuracy") is not None else "entropy_error"
+        paper = r.get(f"paper_{paper_metric}")
+        cells = [r["model"], *(str(r.get(c)) for c in grid_cols), _length_label(r), f"{r['n_params']:,}",
+                 str(r["n_seeds"]), _cell(r, "entropy_error"), _cell(r, "kl_bayes_model")]
+        cells += [_cell(r, "accuracy", 3)] if has_acc else []
+        cells += [f"{r['train_seconds']:.0f}"]
+        cells += [_fmt(paper, 3 if paper_metric == "accuracy" else 4) + (" (acc.)" if paper_metric == "accuracy" and paper is not None else ""),
+                  r.get(f"paper_{paper_metric}_source") or "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    base = {}
+    for r in rows:
+        if r["is_main"]:
+            for m in ("entropy_error", "kl_bayes_model", "accuracy"):
+                if r.get(f"baseline_{m}") is not None:
+                    base[m] = (r[f"baseline_{m}"], r[f"baseline_{m}_name"])
+    if base:
+        parts = [f"{METRIC_LABEL[m]} {_fmt(v, 4)} ({name})" for m, (v, name) in base.items()]
+        lines.append("")
+        lines.append("Best baseline at the training length: " + "; ".join(parts) + ".")
+    return "\n".join(lines)
+
+
+def primitives_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[str],
+                     paper_claims: dict[str, dict[str, str]] | None) -> str:
+    """Model x primitive: verdict and score (and the paper's claim), in the order of ``rules``."""
+    head = ["model", *rules, "realised", *(["paper"] if paper_claims else [])]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for model, per in prims.items():
+        cells, count = [model], 0.0
+        for p in rules:
+            if p not in per:
+                cells.append("-")
+                continue
+            v = per[p]
+            count += {"yes": 1.0, "partial": 0.5}.get(v["verdict"], 0.0)
+            cells.append(f"{_MARK[v['verdict']]} {v['score']:.2f}")
+        cells.append(f"{count:g}/{len(rules)}")
+        if paper_claims:
+            claim = paper_claims.get(model)
+            if claim:
+                n = sum({"yes": 1.0, "partial": 0.5}.get(claim.get(p), 0.0) for p in rules)
+                cells.append(" ".join(_MARK.get(claim.get(p), "-") for p in rules) + f" ({n:g}/{len(rules)})")
+            else:
+                cells.append("-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def primitives_note(sweep: SweepConfig) -> str:
+    r = sweep.primitives
+    rules = "; ".join(f"{p}: {METRIC_LABEL[rule.metric]} on {rule.experiment}" for p, rule in r.rules.items())
+    return (
+        f"Score = fraction of the best baseline's gap to the exact posterior that the model closes at the training "
+        f"length ({rules}); ✓ at ≥ {r.realised}, ~ at ≥ {r.partial}, else ✗. The paper column gives the paper's "
+        "claims in the same column order."
+    )
+
+
+def results_markdown(summary: dict[str, Any], sweep: SweepConfig) -> list[str]:
+    """Status, the comparison table of every experiment, and the primitives (``##`` sections)."""
+    from windtunnel.sweep.paper import paper_results
+
+    lines = [f"**{summary['finished']} of {summary['n_runs']} runs finished.**"]
+    if summary["missing"]:
+        lines.append(f"Not finished (run `windtunnel sweep` again to continue): {', '.join(summary['missing'])}.")
+    if summary["failed"]:
+        lines.append("Failed: " + "; ".join(f"`{k}`: {v}" for k, v in summary["failed"].items()))
+    lines += ["", "Entropy error = mean over held-out sequences and positions of |H_model − H_Bayes| (bits). "
+              "Intervals are 95%: Student's t over seeds, or the run's bootstrap over sequences with one seed. "
+              "Paper numbers are the papers' own, printed beside ours, never used in a computation.", "",
+              "## Comparison", ""]
+    for exp in dict.fromkeys(r["experiment"] for r in summary["table"]):
+        lines += [f"### {exp}", "", comparison_table(summary["table"], exp), ""]
+    if summary.get("primitives"):
+        claims = paper_results(sweep.paper).get("primitives") if sweep.paper else None
+        lines += ["## Inference primitives", "",
+                  primitives_table(summary["primitives"], list(sweep.primitives.rules), claims), "",
+                  primitives_note(sweep), ""]
+    return lines
+
+
+def sweep_markdown(summary: dict[str, Any], sweep: SweepConfig, title: str | None = None) -> str:
+    lines = [f"# {title or 'Sweep ' + summary['sweep']}", ""]
+    if summary["description"]:
+        lines += [summary["description"], ""]
+    return "\n".join(lines + results_markdown(summary, sweep))

@@ -1,0 +1,225 @@
+"""Run a sweep: every run in its own content-hashed folder, local or on a Ray cluster, then tables.
+
+The sweep folder holds ``sweep.json`` (the sweep config and the resolved list of runs),
+one run directory per run (``<task>-<model>-<hash>``, as ``windtunnel train`` makes them),
+``results.csv`` (one row per run and evaluation length), ``table.csv`` (means and intervals
+over seeds), ``summary.json`` and ``summary.md``. Running the same sweep again skips finished
+runs and resumes interrupted ones from their last resumable checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from windtunnel.config import ConfigError
+from windtunnel.sweep.aggregate import aggregate, primitives, run_rows, write_csv
+from windtunnel.sweep.config import SweepConfig
+from windtunnel.sweep.expand import SweepRun, expand
+from windtunnel.train.checkpoint import atomic_write_text
+from windtunnel.train.config import RunConfig
+
+
+class SweepError(RuntimeError):
+    """Some runs of a sweep failed; the others finished and their results are written."""
+
+
+@dataclass
+class SweepOutcome:
+    out: Path
+    runs: list[SweepRun]
+    trained: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def default_out(sweep: SweepConfig, runs: list[SweepRun]) -> Path:
+    import hashlib
+
+    digest = hashlib.sha256(" ".join(sorted(r.name for r in runs)).encode()).hexdigest()[:10]
+    return Path("runs") / f"sweep-{sweep.name}-{digest}"
+
+
+def _write_manifest(out: Path, sweep: SweepConfig, runs: list[SweepRun], log: Callable[[str], None]) -> None:
+    """Write ``sweep.json``; an existing one must hold a subset of these runs (then it is extended)."""
+    path = out / "sweep.json"
+    if path.exists():
+        try:
+            old = {r["name"] for r in json.loads(path.read_text())["runs"]}
+        except (OSError, ValueError, KeyError) as exc:
+            raise ConfigError(f"{path} is unreadable ({exc}); choose another --out (nothing was overwritten)") from None
+        new = {r.name for r in runs}
+        if not old <= new:
+            raise ConfigError(
+                f"{out} holds a different sweep ({len(old - new)} of its runs are not in this one); choose another "
+                "--out (nothing was overwritten)"
+            )
+        if new - old:
+            log(f"extending the sweep in {out} with {len(new - old)} new runs")
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"sweep": sweep.model_dump(mode="json"), "runs": [r.describe() for r in runs]}
+    atomic_write_text(path, json.dumps(doc, indent=1))
+
+
+def read_manifest(out: Path) -> tuple[SweepConfig, list[SweepRun]]:
+    """The sweep config and runs recorded in ``out/sweep.json``."""
+    path = Path(out) / "sweep.json"
+    if not path.is_file():
+        raise ConfigError(f"{out} is not a sweep folder (no sweep.json)")
+    doc = json.loads(path.read_text())
+    sweep = SweepConfig.build(doc["sweep"], where=f"sweep ({path})")
+    runs = [SweepRun(RunConfig.build(r["config"], where=f"run {r['name']}"), r["experiment"], r["labels"])
+            for r in doc["runs"]]
+    return sweep, runs
+
+
+def is_finished(run_dir: Path) -> bool:
+    return (run_dir / "eval.json").is_file()
+
+
+# ---------------------------------------------------------------------------------------
+# Backends
+# ---------------------------------------------------------------------------------------
+def train_one(config: dict[str, Any], run_dir: str, progress: bool = False) -> dict[str, Any]:
+    """Train (or resume) one run and return its evaluation; what every backend calls."""
+    from windtunnel.train.trainer import train
+
+    res = train(RunConfig.build(config, where="run"), Path(run_dir), progress=progress)
+    return res.eval
+
+
+def _run_local(runs: list[SweepRun], out: Path, progress: bool, log) -> dict[str, str]:
+    from windtunnel.train.checkpoint import CheckpointError
+    from windtunnel.train.trainer import TrainingError
+
+    failed = {}
+    for i, run in enumerate(runs, 1):
+        log(f"[{i}/{len(runs)}] {run.name} ({run.experiment})")
+        try:
+            train_one(run.config.model_dump(mode="json"), str(out / run.name), progress=progress)
+        except (TrainingError, CheckpointError) as exc:
+            failed[run.name] = str(exc)
+            log(f"  failed: {exc}")
+    return failed
+
+
+def ray_resources(run: SweepRun, sweep: SweepConfig) -> dict[str, float]:
+    """What one run asks of the cluster: the sweep's ``resources``, CPUs defaulting to train.threads."""
+    res = sweep.resources
+    cpus = res.num_cpus if res.num_cpus is not None else float(max(1, run.config.train.threads))
+    return {"num_cpus": cpus, "num_gpus": res.num_gpus}
+
+
+def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, address: str | None, log) -> dict[str, str]:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--backend ray needs Ray: pip install 'windtunnel[ray]'") from None
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, logging_level="warning", log_to_driver=False)
+    failed = {}
+    try:
+        remote = ray.remote(train_one)
+        pending = {
+            remote.options(**ray_resources(run, sweep), name=run.name).remote(
+                run.config.model_dump(mode="json"), str(out / run.name)
+            ): run
+            for run in runs
+        }
+        log(f"submitted {len(pending)} runs to Ray ({ray.cluster_resources().get('CPU', 0):.0f} CPUs in the cluster)")
+        done_count = 0
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            run = pending.pop(done[0])
+            done_count += 1
+            try:
+                ev = ray.get(done[0])
+            except ray.exceptions.RayTaskError as exc:
+                cause = getattr(exc, "cause", None) or exc
+                failed[run.name] = f"{type(cause).__name__}: {cause}".splitlines()[0]
+                log(f"[{done_count}/{len(runs)}] {run.name} failed: {failed[run.name]}")
+                continue
+            run_dir = out / run.name  # a worker on another node wrote its own copy: keep the results here too
+            run_dir.mkdir(parents=True, exist_ok=True)
+            if not (run_dir / "config.json").exists():
+                atomic_write_text(run_dir / "config.json", json.dumps(run.config.model_dump(mode="json"), indent=2))
+            if not is_finished(run_dir):
+                atomic_write_text(run_dir / "eval.json", json.dumps(ev, indent=1))
+            log(f"[{done_count}/{len(runs)}] {run.name} finished")
+    finally:
+        if started:
+            ray.shutdown()
+    return failed
+
+
+# ---------------------------------------------------------------------------------------
+# The sweep
+# ---------------------------------------------------------------------------------------
+def run_sweep(
+    sweep: SweepConfig,
+    out: Path | str | None = None,
+    backend: Literal["local", "ray"] = "local",
+    address: str | None = None,
+    overrides: list[str] | None = None,
+    grid: dict[str, list[Any]] | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+) -> SweepOutcome:
+    """Expand ``sweep``, train what is not finished, and write the tables (see module doc)."""
+    if backend not in ("local", "ray"):
+        raise ConfigError(f"backend = {backend!r}; allowed: local, ray")
+    runs = expand(sweep, overrides, grid)
+    out = Path(out) if out is not None else default_out(sweep, runs)
+    _write_manifest(out, sweep, runs, log)
+    todo = [r for r in runs if not is_finished(out / r.name)]
+    outcome = SweepOutcome(out, runs, [r.name for r in todo], [r.name for r in runs if r not in todo])
+    log(f"sweep {sweep.name}: {len(runs)} runs in {out}; {len(outcome.skipped)} finished (skipped), {len(todo)} to run")
+    t0 = time.perf_counter()
+    if todo:
+        out = out.resolve()
+        if backend == "local":
+            outcome.failed = _run_local(todo, out, progress, log)
+        else:
+            outcome.failed = _run_ray(todo, out, sweep, address, log)
+    outcome.seconds = time.perf_counter() - t0
+    outcome.trained = [n for n in outcome.trained if n not in outcome.failed]
+    outcome.summary = write_tables(outcome.out, sweep, runs, outcome.failed)
+    if outcome.failed:
+        raise SweepError(
+            f"{len(outcome.failed)} of {len(runs)} runs failed ({', '.join(outcome.failed)}); the others' results are in "
+            f"{outcome.out}. Run the sweep again to retry them."
+        )
+    return outcome
+
+
+def write_tables(out: Path, sweep: SweepConfig, runs: list[SweepRun], failed: dict[str, str] | None = None) -> dict:
+    """``results.csv``, ``table.csv``, ``summary.json`` and ``summary.md`` from the finished runs."""
+    from windtunnel.sweep.markdown import sweep_markdown
+
+    rows, missing = [], []
+    for run in runs:
+        path = out / run.name / "eval.json"
+        if path.is_file():
+            rows.extend(run_rows(run, json.loads(path.read_text())))
+        else:
+            missing.append(run.name)
+    table = aggregate(rows, sweep.paper)
+    summary = {
+        "sweep": sweep.name, "description": sweep.description, "paper": sweep.paper, "n_runs": len(runs),
+        "finished": len(runs) - len(missing), "missing": missing, "failed": failed or {},
+        "table": table,
+        "primitives": primitives(table, sweep.primitives) if sweep.primitives else None,
+    }
+    if rows:
+        write_csv(out / "results.csv", rows)
+        write_csv(out / "table.csv", table)
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=1))
+    atomic_write_text(out / "summary.md", sweep_markdown(summary, sweep))
+    return summary

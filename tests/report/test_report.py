@@ -1,0 +1,155 @@
+"""`windtunnel report`: one self-contained page for a sweep or a run, checked in headless Chromium."""
+
+import base64
+import os
+import re
+import shutil
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from windtunnel.cli import app
+from windtunnel.geometry.diagnose import run_diagnostics
+from windtunnel.report.page import write_report
+from windtunnel.sweep import SweepConfig, run_sweep
+
+runner = CliRunner()
+TINY = ["train.steps=12", "train.batch_size=8", "train.checkpoints=2", "train.threads=1",
+        "eval.n_sequences=48", "eval.batch_size=48", "eval.n_boot=20", "model_params.n_layers=1", "model_params.d_model=32"]
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    """Bijection (2 seeds), HMM with a longer evaluation length, recall; diagnostics on one run."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    doc = {
+        "name": "tiny-report", "description": "a tiny sweep for the report tests", "profile": "quick",
+        "overrides": TINY, "paper": "paper1", "grid": {"train.seed": [0]},
+        "experiments": [
+            {"task": "bijection", "models": ["transformer", "lstm"], "grid": {"train.seed": [0, 1]},
+             "overrides": ["task_params.V=6", "task_params.L=5"]},
+            {"task": "hmm", "models": ["transformer", "mlp"], "overrides": ["eval.lengths=[30]"]},
+            {"task": "recall", "models": ["transformer", "lstm"], "match_capacity": None,
+             "overrides": ["task_params.N=4", "task_params.M=2", "task_params.F=2", "task_params.n_keys=8",
+                           "task_params.n_values=8"]},
+        ],
+        "primitives": {"rules": {"accumulation": {"experiment": "bijection", "metric": "kl_bayes_model"},
+                                 "transport": {"experiment": "hmm", "metric": "kl_bayes_model"},
+                                 "binding": {"experiment": "recall", "metric": "accuracy"}}},
+    }
+    out = tmp_path_factory.mktemp("sweep")
+    outcome = run_sweep(SweepConfig.build(doc), out, progress=False, log=lambda _: None)
+    diag = next(r for r in outcome.runs if r.config.task == "bijection" and r.config.model == "transformer")
+    run_diagnostics(out / diag.name, ["attention", "value_manifold"], n_sequences=32, progress=False)
+    torch.set_num_threads(before)
+    return out, diag.name
+
+
+def _images(page: str) -> list[str]:
+    return re.findall(r'<img\b[^>]*\bsrc="([^"]*)"', page)
+
+
+def test_sweep_report_is_one_self_contained_page(sweep_dir):
+    out, diag = sweep_dir
+    paths = write_report(out)
+    page = paths["html"].read_text()
+    md = paths["markdown"].read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<title>windtunnel report: sweep tiny-report</title>" in page
+    imgs = _images(page)
+    assert len(imgs) >= 8 and all(src.startswith("data:image/png;base64,") for src in imgs)
+    for src in imgs:  # every inlined image is a real PNG
+        assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "missing image" not in page and "src=\"report_files" not in page
+    for heading in ("## Comparison", "## Inference primitives", "### Per-position calibration",
+                    "### Length generalisation", "### Accuracy", "### Training", f"### Geometry: {diag}"):
+        assert heading in md, heading
+    assert page.count("<table>") >= 6
+    assert "v3 table" in page and "1.000 (acc.)" in page  # the paper's numbers beside ours
+    assert "value manifold" in md.lower()
+
+
+def test_run_report(sweep_dir):
+    out, diag = sweep_dir
+    res = runner.invoke(app, ["report", str(out / diag)])
+    assert res.exit_code == 0, res.output
+    page = (out / diag / "report.html").read_text()
+    md = (out / diag / "report.md").read_text()
+    assert "## Calibration against the exact posterior" in md and "## Geometry" in md and "## Run config" in md
+    assert len(_images(page)) >= 3 and all(s.startswith("data:image/png") for s in _images(page))
+    assert "uniform" in page  # the baselines table
+
+
+def test_report_of_an_unfinished_run_and_a_wrong_folder(tmp_path, sweep_dir):
+    res = runner.invoke(app, ["report", str(tmp_path)])
+    assert res.exit_code == 2 and "neither a sweep folder" in res.output
+    out, diag = sweep_dir
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(out / diag / "config.json", run / "config.json")
+    res = runner.invoke(app, ["report", str(run)])
+    assert res.exit_code == 0 and "no evaluation yet" in (run / "report.md").read_text()
+
+
+def _browser():
+    chromium = os.environ.get("WINDTUNNEL_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = os.environ.get("WINDTUNNEL_CHROMEDRIVER") or shutil.which("chromedriver")
+    if not (chromium and driver):
+        if os.environ.get("WINDTUNNEL_REQUIRE_BROWSER"):
+            pytest.fail("headless Chromium and chromedriver are required here (apt-get install chromium chromium-driver)")
+        pytest.skip("no chromium/chromedriver on this machine")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    return chromium, driver, webdriver
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    chromium, driver_path, webdriver = _browser()
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--user-data-dir={tmp_path_factory.mktemp('profile')}"):
+        opts.add_argument(flag)
+    b = webdriver.Chrome(service=Service(driver_path), options=opts)
+    yield b
+    b.quit()
+
+
+def rendered(browser, page):
+    """What the browser made of a page opened from disk: title, tables, rows, images, h2 headings."""
+    browser.get(page.as_uri())
+    js = browser.execute_script
+    return {
+        "title": browser.title,
+        "tables": js("return document.querySelectorAll('table').length"),
+        "rows": js("return document.querySelectorAll('table tr').length"),
+        "images": js("return Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.naturalHeight, i.alt])"),
+        "headings": js("return Array.from(document.querySelectorAll('h2')).map(h => h.textContent)"),
+    }
+
+
+def broken_images(images):
+    return [alt for ok, w, h, alt in images if not (ok and w > 100 and h > 100)]
+
+
+def test_report_renders_in_headless_chromium(sweep_dir, browser):
+    out, _ = sweep_dir
+    seen = rendered(browser, write_report(out)["html"])  # from disk: no server
+    assert seen["title"] == "windtunnel report: sweep tiny-report"
+    assert seen["tables"] >= 6 and seen["rows"] >= 20
+    assert len(seen["images"]) >= 8 and not broken_images(seen["images"])
+    assert "Comparison" in seen["headings"] and "Inference primitives" in seen["headings"]
+
+
+def test_the_browser_check_sees_a_broken_image(sweep_dir, browser, tmp_path):
+    out, _ = sweep_dir
+    page = write_report(out)["html"].read_text()
+    first = _images(page)[0]
+    bad = tmp_path / "bad.html"
+    bad.write_text(page.replace(first, "data:image/png;base64,AAAA", 1))
+    seen = rendered(browser, bad)
+    assert len(broken_images(seen["images"])) == 1

@@ -1,0 +1,87 @@
+"""Aggregation over seeds, primitive scores and the paper lookup, against hand-computed values."""
+
+import math
+
+import pytest
+
+from windtunnel.sweep.aggregate import _mean_ci, aggregate, primitive_score, primitives, read_csv, write_csv
+from windtunnel.sweep.config import Primitives
+from windtunnel.sweep.paper import paper_names, paper_value
+
+
+def _row(model, seed, err, acc=None, lo=None, hi=None, length=20, main=20, **extra):
+    row = {"experiment": "hmm", "task": "hmm", "model": model, "run": f"{model}-{seed}", "seed": seed,
+           "length": length, "main_length": main, "is_main": length == main, "n_params": 1000, "steps": 10,
+           "train_seconds": 1.0, "entropy_error": err, "entropy_error_lo": lo if lo is not None else err - 0.01,
+           "entropy_error_hi": hi if hi is not None else err + 0.01,
+           "baseline_entropy_error": 0.5, "baseline_entropy_error_name": "uniform", **extra}
+    if acc is not None:
+        row.update(accuracy=acc, accuracy_lo=acc - 0.1, accuracy_hi=acc + 0.1)
+    return row
+
+
+def test_mean_ci_by_hand():
+    # values 1, 2, 3: mean 2, sd 1, t_{0.975, 2} = 4.302653 -> half width 4.302653 / sqrt(3) = 2.484138
+    mean, lo, hi, sd = _mean_ci([1.0, 2.0, 3.0])
+    assert mean == 2.0 and sd == pytest.approx(1.0)
+    assert (hi - mean) == pytest.approx(4.302653 / math.sqrt(3), abs=1e-5)
+    assert lo == pytest.approx(2 - 2.484138, abs=1e-5)
+
+
+def test_aggregate_over_seeds_and_lengths():
+    rows = [_row("transformer", 0, 0.1), _row("transformer", 1, 0.3), _row("transformer", 2, 0.2),
+            _row("transformer", 0, 0.4, length=30), _row("lstm", 0, 0.45, lo=0.44, hi=0.46)]
+    table = aggregate(rows, paper="paper1")
+    by = {(r["model"], r["length"]): r for r in table}
+    t = by[("transformer", 20)]
+    assert t["n_seeds"] == 3 and t["seeds"] == "0 1 2" and t["entropy_error"] == pytest.approx(0.2)
+    assert t["entropy_error_sd"] == pytest.approx(0.1)
+    assert t["entropy_error_hi"] - 0.2 == pytest.approx(4.302653 * 0.1 / math.sqrt(3), abs=1e-5)
+    assert t["ci"] == "t over 3 seeds"
+    # one seed: the run's own bootstrap interval
+    lstm = by[("lstm", 20)]
+    assert (lstm["entropy_error_lo"], lstm["entropy_error_hi"]) == (0.44, 0.46) and "bootstrap" in lstm["ci"]
+    # the paper's numbers: v3 K = 20 for the training length, the v1 model at K = 30
+    assert t["paper_entropy_error"] == 0.049 and by[("transformer", 30)]["paper_entropy_error"] == 0.012
+    assert lstm["paper_entropy_error"] == 0.411
+    assert t["baseline_entropy_error"] == 0.5
+
+
+def test_interval_is_clipped_to_the_metric_range():
+    rows = [_row("transformer", s, 0.01 * s, acc=a) for s, a in enumerate([0.2, 0.99, 0.999])]
+    t = aggregate(rows)[0]
+    assert t["entropy_error_lo"] >= 0 and t["accuracy_lo"] >= 0 and t["accuracy_hi"] <= 1
+
+
+def test_primitive_score_by_hand():
+    assert primitive_score("kl_bayes_model", 0.1, 1.0) == pytest.approx(0.9)
+    assert primitive_score("entropy_error", 0.6, 0.5) == pytest.approx(-0.2)  # worse than the baseline
+    # Paper I's Mamba recall: 97.8% against a 1/256 chance level
+    assert primitive_score("accuracy", 0.978, 1 / 256) == pytest.approx((0.978 - 1 / 256) / (1 - 1 / 256))
+
+
+def test_primitives_verdicts():
+    table = aggregate([_row("transformer", 0, 0.01), _row("mamba", 0, 0.2), _row("lstm", 0, 0.45)])
+    rules = Primitives.build({"rules": {"transport": {"experiment": "hmm", "metric": "entropy_error"}},
+                              "realised": 0.9, "partial": 0.5})
+    prims = primitives(table, rules)
+    assert prims["transformer"]["transport"]["verdict"] == "yes"  # 1 - 0.01/0.5 = 0.98
+    assert prims["mamba"]["transport"]["verdict"] == "partial"  # 0.6
+    assert prims["lstm"]["transport"]["verdict"] == "no"  # 0.1
+    assert prims["mamba"]["transport"]["score"] == pytest.approx(0.6)
+
+
+def test_csv_round_trip(tmp_path):
+    rows = [_row("transformer", 0, 0.1), {**_row("lstm", 1, 0.2), "extra": "x"}]
+    write_csv(tmp_path / "t.csv", rows)
+    back = read_csv(tmp_path / "t.csv")
+    assert back[0]["entropy_error"] == 0.1 and back[0]["is_main"] is True and back[0]["extra"] is None
+    assert back[1]["extra"] == "x" and back[1]["seed"] == 1
+
+
+def test_paper_lookup():
+    assert "paper1" in paper_names()
+    assert paper_value("paper1", "bijection", "mlp", "entropy_error", 19, 19)["value"] == 1.85
+    assert paper_value("paper1", "recall", "mamba", "accuracy", None, None)["value"] == 0.978
+    assert paper_value("paper1", "hmm", "mamba", "entropy_error", 50, 20) is None
+    assert paper_value(None, "hmm", "mamba", "entropy_error", 20, 20) is None

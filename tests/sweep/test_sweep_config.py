@@ -1,0 +1,140 @@
+"""Sweep configs: validation, grids, expansion into run configs, the shipped sweeps."""
+
+import pytest
+
+from windtunnel.config import ConfigError
+from windtunnel.sweep import expand, load_sweep, sweep_names
+from windtunnel.sweep.config import SweepConfig, parse_grid_option
+from windtunnel.sweep.expand import grid_points
+from windtunnel.train.trainer import build
+
+from sweep_tiny import tiny_sweep_doc
+
+
+def test_grid_points_is_the_cartesian_product_in_order():
+    pts = grid_points({"train.seed": [0, 1], "train.lr": [1e-3, 3e-4, 1e-4]})
+    assert len(pts) == 6
+    assert pts[0] == {"train.seed": 0, "train.lr": 1e-3} and pts[-1] == {"train.seed": 1, "train.lr": 1e-4}
+    assert grid_points({}) == [{}]
+
+
+def test_expand_crosses_experiments_models_and_grid(tiny_sweep):
+    runs = expand(tiny_sweep())
+    assert len(runs) == 2 * 2 + 2 * 1
+    assert len({r.name for r in runs}) == len(runs)
+    bij = [r for r in runs if r.experiment == "bijection"]
+    assert {(r.config.model, r.config.train.seed) for r in bij} == {(m, s) for m in ("transformer", "lstm") for s in (0, 1)}
+    for r in runs:
+        assert r.labels["train.seed"] == r.config.train.seed
+        assert r.config.train.steps == 12  # the sweep's overrides reach every run
+        assert r.config.profile == "quick"
+    hmm = [r for r in runs if r.experiment == "hmm"]
+    assert all(r.config.eval.lengths == [30] for r in hmm)
+
+
+def test_capacity_matching_counts_the_trained_model(tiny_sweep):
+    """HMM is evaluated at K = 30, so position tables grow; matching must count them."""
+    for r in expand(tiny_sweep()):
+        if r.experiment != "hmm":
+            continue
+        counts = {}
+        for rr in expand(tiny_sweep()):
+            if rr.experiment == "hmm" and rr.config.train.seed == r.config.train.seed:
+                counts[rr.config.model] = build(rr.config)[1].n_params()
+        ref = counts["transformer"]
+        assert all(abs(c - ref) / ref <= 0.02 for c in counts.values()), counts
+
+
+def test_override_order_grid_wins_over_experiment(tiny_sweep):
+    doc = tiny_sweep_doc(grid={"train.lr": [0.01]})
+    doc["experiments"][0]["overrides"].append("train.lr=0.5")
+    runs = expand(SweepConfig.build(doc))
+    assert all(r.config.train.lr == 0.01 for r in runs)
+    runs = expand(SweepConfig.build(doc), overrides=["train.lr=0.2"])  # the command line wins over both
+    assert all(r.config.train.lr == 0.2 for r in runs)
+    runs = expand(SweepConfig.build(doc), grid={"train.seed": [3]})
+    assert {r.config.train.seed for r in runs} == {3}
+
+
+def test_duplicate_runs_are_dropped(tiny_sweep):
+    doc = tiny_sweep_doc()
+    doc["experiments"].append({**doc["experiments"][0], "name": "again"})
+    runs = expand(SweepConfig.build(doc))
+    assert len(runs) == 6 and not any(r.experiment == "again" for r in runs)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"grid": {"seed": [0]}}, "section.field with section one of task_params"),
+        ({"grid": {"train.seed": []}}, "non-empty list"),
+        ({"paper": "paper9"}, "paper = 'paper9' is unknown"),
+        ({"primitives": {"rules": {"binding": {"experiment": "recall", "metric": "accuracy"}}}}, "refers to experiment 'recall'"),
+        ({"primitives": {"rules": {}, "realised": 0.4, "partial": 0.6}}, "partial (0.6) must not exceed realised"),
+        ({"bogus": 1}, "unknown field 'bogus'"),
+        ({"experiments": []}, "experiments"),
+    ],
+)
+def test_bad_sweeps_name_the_field(change, message):
+    with pytest.raises(ConfigError, match="invalid sweep") as err:
+        SweepConfig.build(tiny_sweep_doc(**change), where="sweep")
+    assert message in str(err.value)
+
+
+def test_bad_run_fields_surface_at_expansion(tiny_sweep):
+    with pytest.raises(ConfigError, match="train.stepz|stepz"):
+        expand(tiny_sweep(overrides=["train.stepz=3"]))
+    doc = tiny_sweep_doc()
+    doc["experiments"][0]["models"] = ["transformer", "nope"]
+    with pytest.raises(ConfigError, match="unknown model 'nope'"):
+        expand(SweepConfig.build(doc))
+
+
+def test_parse_grid_option():
+    assert parse_grid_option("train.seed=0,1,2") == ("train.seed", [0, 1, 2])
+    assert parse_grid_option("train.lr=[0.001,0.0003]") == ("train.lr", [0.001, 0.0003])
+    assert parse_grid_option("task_params.format=sepvocab,paired") == ("task_params.format", ["sepvocab", "paired"])
+    with pytest.raises(ConfigError, match="must look like"):
+        parse_grid_option("train.seed")
+    with pytest.raises(ConfigError, match="section one of"):
+        parse_grid_option("seed=1,2")
+
+
+def test_load_sweep_by_name_and_path(tmp_path):
+    assert {"paper1", "paper1-quick"} <= set(sweep_names())
+    with pytest.raises(ConfigError, match="unknown sweep 'nope'"):
+        load_sweep("nope")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_sweep(bad)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_sweep(tmp_path / "missing.json")
+
+
+def test_paper1_quick_is_the_comparison_on_the_quick_profiles():
+    sweep = load_sweep("paper1-quick")
+    runs = expand(sweep)
+    assert len(runs) == 12
+    assert {(r.config.task, r.config.model) for r in runs} == {
+        (t, m) for t in ("bijection", "hmm", "recall") for m in ("transformer", "mamba", "lstm", "mlp")}
+    hmm = [r for r in runs if r.config.task == "hmm"]
+    assert all(r.config.eval.lengths == [30, 50] and r.config.task_params["K"] == 20 for r in hmm)
+    assert set(sweep.primitives.rules) == {"accumulation", "transport", "binding"}
+
+
+def test_paper1_expands_to_the_paper_settings():
+    """44 runs (bijection and recall 3 seeds, HMM 5 seeds), every model within 2% of the transformer."""
+    runs = expand(load_sweep("paper1"))
+    assert len(runs) == 4 * 3 + 4 * 5 + 4 * 3
+    seeds = {r.config.task: set() for r in runs}
+    for r in runs:
+        seeds[r.config.task].add(r.config.train.seed)
+    assert seeds == {"bijection": {0, 1, 2}, "hmm": {0, 1, 2, 3, 4}, "recall": {0, 1, 2}}
+    for task in ("bijection", "hmm", "recall"):
+        first = [r for r in runs if r.config.task == task and r.config.train.seed == 0]
+        counts = {r.config.model: build(r.config)[1].n_params() for r in first}
+        ref = counts["transformer"]
+        assert all(abs(c - ref) / ref <= 0.02 for c in counts.values()), (task, counts)
+    bij = next(r for r in runs if r.config.task == "bijection" and r.config.model == "transformer")
+    assert bij.config.task_params["format"] == "paired" and bij.config.train.steps == 100000

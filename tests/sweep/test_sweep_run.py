@@ -1,0 +1,182 @@
+"""Running sweeps: the local and Ray backends, skipping and resuming, the tables, the command."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from sweep_tiny import TINY_OVERRIDES, tiny_sweep_doc
+from typer.testing import CliRunner
+
+from windtunnel.cli import app
+from windtunnel.config import ConfigError
+from windtunnel.sweep import SweepConfig, SweepError, read_manifest, run_sweep
+from windtunnel.sweep import run as sweep_run
+from windtunnel.sweep.aggregate import read_csv
+from windtunnel.train.checkpoint import list_checkpoints
+from windtunnel.train.trainer import TrainingError
+
+runner = CliRunner()
+quiet = dict(progress=False, log=lambda _: None)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """The tiny sweep run once on the local backend (6 runs, about 3 s)."""
+    out = tmp_path_factory.mktemp("sweep")
+    outcome = run_sweep(SweepConfig.build(tiny_sweep_doc()), out, **quiet)
+    return out, outcome
+
+
+def test_local_sweep_writes_runs_and_tables(finished):
+    out, outcome = finished
+    assert len(outcome.runs) == 6 and len(outcome.trained) == 6 and not outcome.skipped
+    for r in outcome.runs:
+        assert (out / r.name / "eval.json").is_file() and (out / r.name / "config.json").is_file()
+    results = read_csv(out / "results.csv")
+    assert len(results) == 4 + 2 * 2  # bijection: one length per run; HMM: K = 20 and 30
+    table = read_csv(out / "table.csv")
+    bij = [r for r in table if r["experiment"] == "bijection"]
+    assert {r["model"] for r in bij} == {"transformer", "lstm"} and all(r["n_seeds"] == 2 for r in bij)
+    for r in bij:  # the table's mean is the mean of the per-seed rows
+        per_seed = [x["entropy_error"] for x in results if x["experiment"] == "bijection" and x["model"] == r["model"]]
+        assert r["entropy_error"] == pytest.approx(sum(per_seed) / 2)
+        assert r["entropy_error_lo"] <= r["entropy_error"] <= r["entropy_error_hi"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["primitives"]) == {"transformer", "lstm", "mlp"}
+    md = (out / "summary.md").read_text()
+    assert "### bijection" in md and "## Inference primitives" in md and "v3 table" in md
+
+
+def test_rerun_skips_finished_runs(finished):
+    out, outcome = finished
+    mtimes = {r.name: (out / r.name / "eval.json").stat().st_mtime_ns for r in outcome.runs}
+    again = run_sweep(SweepConfig.build(tiny_sweep_doc()), out, **quiet)
+    assert again.trained == [] and len(again.skipped) == 6
+    assert {r.name: (out / r.name / "eval.json").stat().st_mtime_ns for r in outcome.runs} == mtimes
+
+
+def test_manifest_records_the_runs(finished):
+    out, outcome = finished
+    sweep, runs = read_manifest(out)
+    assert sweep.name == "tiny" and [r.name for r in runs] == [r.name for r in outcome.runs]
+    assert runs[0].config == outcome.runs[0].config
+
+
+def test_another_sweep_in_the_same_folder_is_refused(finished):
+    out, _ = finished
+    before = (out / "sweep.json").read_text()
+    other = tiny_sweep_doc(overrides=[*TINY_OVERRIDES, "train.lr=0.01"])
+    with pytest.raises(ConfigError, match="holds a different sweep"):
+        run_sweep(SweepConfig.build(other), out, **quiet)
+    assert (out / "sweep.json").read_text() == before
+
+
+def test_a_superset_extends_the_sweep(tmp_path):
+    doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None, grid={"train.seed": [0]})
+    first = run_sweep(SweepConfig.build(doc), tmp_path, **quiet)
+    more = run_sweep(SweepConfig.build(doc), tmp_path, grid={"train.seed": [0, 1]}, **quiet)
+    assert len(first.runs) == 2 and len(more.runs) == 4
+    assert set(more.skipped) == {r.name for r in first.runs} and len(more.trained) == 2
+
+
+def test_failed_run_does_not_stop_the_others(tmp_path, monkeypatch):
+    real = sweep_run.train_one
+
+    def flaky(config, run_dir, progress=False):
+        if config["model"] == "lstm":
+            raise TrainingError("non-finite loss (nan) at step 3")
+        return real(config, run_dir, progress)
+
+    monkeypatch.setattr(sweep_run, "train_one", flaky)
+    doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None)
+    with pytest.raises(SweepError, match="2 of 4 runs failed"):
+        run_sweep(SweepConfig.build(doc), tmp_path, **quiet)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["finished"] == 2 and len(summary["failed"]) == 2
+    assert {r["model"] for r in read_csv(tmp_path / "table.csv")} == {"transformer"}
+    monkeypatch.setattr(sweep_run, "train_one", real)
+    again = run_sweep(SweepConfig.build(doc), tmp_path, **quiet)  # a second pass retries only the failed ones
+    assert len(again.trained) == 2 and len(again.skipped) == 2
+
+
+def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
+    """SIGKILL a real `windtunnel sweep` during its second run; the rerun skips the first and resumes the second."""
+    doc = tiny_sweep_doc(
+        grid={},
+        primitives=None,
+        experiments=[
+            {"task": "bijection", "models": ["transformer"], "match_capacity": None,
+             "overrides": ["task_params.V=6", "task_params.L=5", "model_params.n_layers=1", "model_params.d_model=16"]},
+            {"task": "bijection", "name": "long", "models": ["lstm"], "match_capacity": None,
+             "overrides": ["task_params.V=6", "task_params.L=5", "model_params.n_layers=1", "model_params.d_model=16",
+                           "train.steps=600", "train.resume_every_s=0.05"]},
+        ],
+    )
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "windtunnel", "sweep", str(path), "--out", str(out), "--quiet"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    first = second = None
+    while time.time() < deadline and proc.poll() is None:
+        if (out / "sweep.json").exists():
+            _, runs = read_manifest(out)
+            first, second = out / runs[0].name, out / runs[1].name
+            if (first / "eval.json").exists() and any(
+                    (p / "optim.safetensors").exists() and s > 50 for s, p in list_checkpoints(second)):
+                break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert first is not None and (first / "eval.json").exists(), "the first run did not finish in time"
+    assert not (second / "eval.json").exists(), "the sweep finished before it was killed"
+    mtime = (first / "eval.json").stat().st_mtime_ns
+    resumed_from = max(s for s, p in list_checkpoints(second) if (p / "optim.safetensors").exists())
+    done = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
+    assert "1 finished (skipped), 1 to run" in done.stdout
+    assert (first / "eval.json").stat().st_mtime_ns == mtime
+    steps = [json.loads(line)["step"] for line in (second / "metrics.jsonl").read_text().splitlines()]
+    assert resumed_from > 50 and steps == list(range(1, 601))  # resumed, nothing lost or repeated
+    assert len(read_csv(out / "results.csv")) == 2
+
+
+def test_ray_backend_matches_the_local_backend(tmp_path, finished):
+    """Two runs on a local Ray instance give the local backend's numbers."""
+    pytest.importorskip("ray")
+    doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None, grid={"train.seed": [0]})
+    outcome = run_sweep(SweepConfig.build(doc), tmp_path, backend="ray", **quiet)
+    assert len(outcome.trained) == 2
+    local_out, _ = finished
+    local = {(r["model"], r["seed"]): r for r in read_csv(local_out / "results.csv") if r["experiment"] == "bijection"}
+    for r in read_csv(tmp_path / "results.csv"):
+        ref = local[(r["model"], r["seed"])]
+        assert r["run"] == ref["run"]  # same config, same content hash
+        assert r["entropy_error"] == pytest.approx(ref["entropy_error"], abs=1e-6)
+        assert r["kl_bayes_model"] == pytest.approx(ref["kl_bayes_model"], abs=1e-6)
+
+
+def test_sweep_command(tmp_path, tiny_sweep_file):
+    res = runner.invoke(app, ["sweep"])
+    assert res.exit_code == 0 and "paper1-quick" in res.output
+    path = tiny_sweep_file()
+    res = runner.invoke(app, ["sweep", str(path), "--dry-run", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "6 runs" in res.output and res.output.count("[to run]") == 6 and not (tmp_path / "o").exists()
+    res = runner.invoke(app, ["sweep", str(path), "--dry-run", "--json", "--grid", "train.seed=5"])
+    runs = json.loads(res.output)
+    assert len(runs) == 4 and {r["config"]["train"]["seed"] for r in runs} == {5}
+    res = runner.invoke(app, ["sweep", str(path), "--backend", "slurm", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "allowed: local, ray" in res.output
+    res = runner.invoke(app, ["sweep", str(path), "--set", "train.stepz=3", "--dry-run"])
+    assert res.exit_code == 2 and "stepz" in res.output
+    res = runner.invoke(app, ["sweep", "nope"])
+    assert res.exit_code == 2 and "unknown sweep 'nope'" in res.output
+    res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "o"), "--quiet", "--grid", "train.seed=0"])
+    assert res.exit_code == 0, res.output
+    assert "trained 4, skipped 0" in res.output and "| transformer |" in res.output
