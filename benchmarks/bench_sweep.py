@@ -12,6 +12,7 @@ config in a plain loop (no manifest, no tables).
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -33,40 +34,48 @@ def sweep_config(n: int) -> SweepConfig:
     })
 
 
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=24)
+    ap.add_argument("--repeats", type=int, default=3, help="timings per variant; the median is printed")
     ap.add_argument("--ray", action="store_true", help="also time the Ray backend (a local instance)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     sweep = sweep_config(args.runs)
+    runs = expand(sweep)
     quiet = dict(progress=False, log=lambda _: None)
+    n = args.runs
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        t0 = time.perf_counter()
-        for run in expand(sweep):
-            train(run.config, tmp / "plain" / run.name, progress=False)
-        plain = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        run_sweep(sweep, tmp / "local", **quiet)
-        local = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        again = run_sweep(sweep, tmp / "local", **quiet)
-        skip = time.perf_counter() - t0
-        assert not again.trained
-
-        print(f"{args.runs} trivial runs (2 steps each), 1 thread")
-        print(f"  plain loop of train():      {plain:6.2f} s  {60 * args.runs / plain:7.0f} runs/min")
-        print(f"  sweep, local backend:       {local:6.2f} s  {60 * args.runs / local:7.0f} runs/min "
-              f"({local / plain:.2f}x the plain loop; overhead {1000 * (local - plain) / args.runs:+.0f} ms/run)")
-        print(f"  sweep again, all skipped:   {skip:6.2f} s  ({1000 * skip / args.runs:.0f} ms/run: expand + check + tables)")
+        train(runs[0].config, tmp / "warmup", progress=False)  # imports and first-call costs, paid once
+        plain, local, skip = [], [], []
+        for rep in range(args.repeats):
+            plain.append(_timed(lambda: [train(r.config, tmp / f"plain{rep}" / r.name, progress=False) for r in runs]))
+            local.append(_timed(lambda: run_sweep(sweep, tmp / f"local{rep}", **quiet)))
+            skip.append(_timed(lambda: run_sweep(sweep, tmp / f"local{rep}", **quiet)))
+        p, lo, sk = (statistics.median(x) for x in (plain, local, skip))
+        print(f"{n} trivial runs (2 steps each, 1 thread), median of {args.repeats}")
+        print(f"  plain loop of train():      {p:6.2f} s  {60 * n / p:7.0f} runs/min")
+        print(f"  sweep, local backend:       {lo:6.2f} s  {60 * n / lo:7.0f} runs/min "
+              f"({lo / p:.2f}x the plain loop; {1000 * (lo - p) / n:+.1f} ms/run)")
+        print(f"  sweep again, all skipped:   {sk:6.2f} s  ({1000 * sk / n:.1f} ms/run: expand, check, tables)")
         if args.ray:
-            t0 = time.perf_counter()
-            run_sweep(sweep, tmp / "ray", backend="ray", **quiet)
-            ray_s = time.perf_counter() - t0
-            print(f"  sweep, Ray (local, start-up included): {ray_s:6.2f} s  {60 * args.runs / ray_s:7.0f} runs/min")
+            import ray
+
+            cold = _timed(lambda: run_sweep(sweep, tmp / "ray-cold", backend="ray", **quiet))
+            ray.init(include_dashboard=False, logging_level="warning", log_to_driver=False)
+            warm = _timed(lambda: run_sweep(sweep, tmp / "ray-warm", backend="ray", **quiet))
+            cpus = ray.cluster_resources().get("CPU", 0)
+            ray.shutdown()
+            print(f"  sweep, Ray, starting a local instance: {cold:6.2f} s  {60 * n / cold:7.0f} runs/min")
+            print(f"  sweep, Ray, instance already up ({cpus:.0f} CPUs): {warm:6.2f} s  {60 * n / warm:7.0f} runs/min "
+                  f"({1000 * (warm - p) / n:+.0f} ms/run against the plain loop)")
 
 
 if __name__ == "__main__":

@@ -180,3 +180,12 @@ def test_sweep_command(tmp_path, tiny_sweep_file):
     res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "o"), "--quiet", "--grid", "train.seed=0"])
     assert res.exit_code == 0, res.output
     assert "trained 4, skipped 0" in res.output and "| transformer |" in res.output
+
+
+def test_unreachable_ray_cluster_is_a_clear_error(tmp_path):
+    pytest.importorskip("ray")
+    if os.path.exists("/tmp/ray/ray_current_cluster"):
+        pytest.skip("a Ray cluster is running on this machine")
+    doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None, grid={"train.seed": [0]})
+    with pytest.raises(ConfigError, match="--address auto: cannot start or join a Ray cluster"):
+        run_sweep(SweepConfig.build(doc), tmp_path, backend="ray", address="auto", **quiet)

@@ -40,7 +40,8 @@ def comparison_table(table: list[dict[str, Any]], experiment: str) -> str:
     head += ["accuracy"] if has_acc else []
     head += ["train s", "paper", "paper source"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    key = (lambda r: (r["model"], *(str(r.get(c)) for c in grid_cols), r["length"] or 0))
+    order = {m: i for i, m in enumerate(dict.fromkeys(r["model"] for r in rows))}  # the experiment's order
+    key = (lambda r: (order[r["model"]], *(str(r.get(c)) for c in grid_cols), r["length"] or 0))
     for r in sorted(rows, key=key):
         paper_metric = "accuracy" if r.get("paper_accuracy") is not None else "entropy_error"
         paper = r.get(f"paper_{paper_metric}")

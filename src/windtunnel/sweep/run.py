@@ -123,7 +123,10 @@ def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, address: str |
 
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, include_dashboard=False, logging_level="warning", log_to_driver=False)
+        try:
+            ray.init(address=address, include_dashboard=False, logging_level="warning", log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ConfigError(f"--address {address}: cannot start or join a Ray cluster ({exc})") from None
     failed = {}
     try:
         remote = ray.remote(train_one)
