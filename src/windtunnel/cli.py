@@ -277,12 +277,12 @@ def sweep(
         axes = dict(parse_grid_option(g) for g in grid)
         if dry_run:
             runs = expand(cfg, overrides, axes)
-            folder = out or default_out(cfg, runs)
+            folder = out or default_out(cfg, overrides)
             if json_out:
                 typer.echo(json.dumps([r.describe() for r in runs], indent=1))
                 return
             for r in runs:
-                state = "finished" if is_finished(folder / r.name) else "to run"
+                state = "finished" if is_finished(folder / r.name, r.config) else "to run"
                 typer.echo(f"{r.name:<36} {r.experiment:<12} {r.labels}  {r.config.train.steps} steps  [{state}]")
             typer.echo(f"{len(runs)} runs; folder {folder}")
             return

@@ -10,7 +10,7 @@ from windtunnel.sweep.paper import paper_names, paper_value
 
 
 def _row(model, seed, err, acc=None, lo=None, hi=None, length=20, main=20, **extra):
-    row = {"experiment": "hmm", "task": "hmm", "model": model, "run": f"{model}-{seed}", "seed": seed,
+    row = {"experiment": "hmm", "task": "hmm", "task_params": '{"K": 20}', "model": model, "run": f"{model}-{seed}", "seed": seed,
            "length": length, "main_length": main, "is_main": length == main, "n_params": 1000, "steps": 10,
            "train_seconds": 1.0, "entropy_error": err, "entropy_error_lo": lo if lo is not None else err - 0.01,
            "entropy_error_hi": hi if hi is not None else err + 0.01,
@@ -85,3 +85,14 @@ def test_paper_lookup():
     assert paper_value("paper1", "recall", "mamba", "accuracy", None, None)["value"] == 0.978
     assert paper_value("paper1", "hmm", "mamba", "entropy_error", 50, 20) is None
     assert paper_value(None, "hmm", "mamba", "entropy_error", 20, 20) is None
+    # a run trained at another setting than the paper's gets no paper number beside it
+    assert paper_value("paper1", "hmm", "mamba", "entropy_error", 20, 20, {"K": 20})["value"] == 0.024
+    assert paper_value("paper1", "hmm", "mamba", "entropy_error", 50, 50, {"K": 50}) is None
+    assert paper_value("paper1", "bijection", "mlp", "entropy_error", 9, 9, {"V": 10, "L": 9}) is None
+
+
+def test_primitive_nan_score_is_replaced_by_a_real_one():
+    rows = [_row("transformer", 0, 0.1, **{"grid:train.lr": "0.1"}), _row("transformer", 0, 0.05, **{"grid:train.lr": "0.01"})]
+    rows[0]["baseline_entropy_error"] = 0.0  # a degenerate baseline: score nan
+    rules = Primitives.build({"rules": {"transport": {"experiment": "hmm", "metric": "entropy_error"}}})
+    assert primitives(aggregate(rows), rules)["transformer"]["transport"]["score"] == pytest.approx(0.9)

@@ -56,11 +56,16 @@ def test_override_order_grid_wins_over_experiment(tiny_sweep):
     assert {r.config.train.seed for r in runs} == {3}
 
 
-def test_duplicate_runs_are_dropped(tiny_sweep):
+def test_a_run_shared_by_two_experiments_appears_under_both(tiny_sweep):
     doc = tiny_sweep_doc()
     doc["experiments"].append({**doc["experiments"][0], "name": "again"})
     runs = expand(SweepConfig.build(doc))
-    assert len(runs) == 6 and not any(r.experiment == "again" for r in runs)
+    again = [r for r in runs if r.experiment == "again"]
+    assert len(runs) == 10 and len(again) == 4
+    assert {r.name for r in again} == {r.name for r in runs if r.experiment == "bijection"}
+    doc["experiments"].append(doc["experiments"][0])  # the very same experiment twice: dropped
+    with pytest.raises(ConfigError, match="experiment names must be unique"):
+        SweepConfig.build(doc)
 
 
 @pytest.mark.parametrize(

@@ -83,12 +83,13 @@ def test_a_superset_extends_the_sweep(tmp_path):
     assert set(more.skipped) == {r.name for r in first.runs} and len(more.trained) == 2
 
 
-def test_failed_run_does_not_stop_the_others(tmp_path, monkeypatch):
+@pytest.mark.parametrize("error", [TrainingError("non-finite loss (nan) at step 3"), RuntimeError("CUDA out of memory")])
+def test_failed_run_does_not_stop_the_others(tmp_path, monkeypatch, error):
     real = sweep_run.train_one
 
     def flaky(config, run_dir, progress=False):
         if config["model"] == "lstm":
-            raise TrainingError("non-finite loss (nan) at step 3")
+            raise error
         return real(config, run_dir, progress)
 
     monkeypatch.setattr(sweep_run, "train_one", flaky)
@@ -97,10 +98,45 @@ def test_failed_run_does_not_stop_the_others(tmp_path, monkeypatch):
         run_sweep(SweepConfig.build(doc), tmp_path, **quiet)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["finished"] == 2 and len(summary["failed"]) == 2
+    assert all(type(error).__name__ in msg for msg in summary["failed"].values())
     assert {r["model"] for r in read_csv(tmp_path / "table.csv")} == {"transformer"}
     monkeypatch.setattr(sweep_run, "train_one", real)
     again = run_sweep(SweepConfig.build(doc), tmp_path, **quiet)  # a second pass retries only the failed ones
     assert len(again.trained) == 2 and len(again.skipped) == 2
+
+
+def test_shared_run_is_trained_once_and_reported_under_both(tmp_path):
+    exp = tiny_sweep_doc()["experiments"][0]
+    doc = tiny_sweep_doc(experiments=[exp, {**exp, "name": "again", "models": ["transformer"]}], primitives=None,
+                         grid={"train.seed": [0]})
+    outcome = run_sweep(SweepConfig.build(doc), tmp_path, **quiet)
+    assert len(outcome.trained) == 2 and len(outcome.runs) == 3
+    table = read_csv(tmp_path / "table.csv")
+    assert {(r["experiment"], r["model"]) for r in table} == {
+        ("bijection", "transformer"), ("bijection", "lstm"), ("again", "transformer")}
+
+
+def test_a_partly_trained_run_is_not_finished(tmp_path):
+    """`windtunnel eval` on an interrupted run writes eval.json; the sweep still trains it to the end."""
+    doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None, grid={"train.seed": [0]})
+    sweep = SweepConfig.build(doc)
+    first = run_sweep(sweep, tmp_path, **quiet)
+    run = first.runs[0]
+    ev = json.loads((tmp_path / run.name / "eval.json").read_text())
+    (tmp_path / run.name / "eval.json").write_text(json.dumps({**ev, "steps": 5}))
+    assert not sweep_run.is_finished(tmp_path / run.name, run.config)
+    again = run_sweep(sweep, tmp_path, **quiet)
+    assert again.trained == [run.name]
+
+
+def test_default_folder_is_extended_by_more_seeds(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None, grid={"train.seed": [0]})
+    first = run_sweep(SweepConfig.build(doc), **quiet)
+    more = run_sweep(SweepConfig.build(doc), grid={"train.seed": [0, 1]}, **quiet)
+    assert more.out == first.out and len(more.trained) == 2 and len(more.skipped) == 2
+    other = run_sweep(SweepConfig.build(doc), overrides=["train.lr=0.01"], **quiet)
+    assert other.out != first.out  # other overrides: another folder
 
 
 def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):

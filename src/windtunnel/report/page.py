@@ -37,15 +37,11 @@ def _eval(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _probe_curve(run_dir: Path) -> tuple[list[int], list[float]]:
-    steps, err = [], []
-    path = run_dir / "metrics.jsonl"
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            row = json.loads(line) if line.strip() else {}
-            if "probe_entropy_error" in row:
-                steps.append(row["step"])
-                err.append(row["probe_entropy_error"])
-    return steps, err
+    """The held-out entropy-error checks logged during training (``metrics.jsonl``)."""
+    from windtunnel.train.trainer import _metrics_log
+
+    rows = [r for r in _metrics_log(run_dir, float("inf")) if "probe_entropy_error" in r]
+    return [r["step"] for r in rows], [r["probe_entropy_error"] for r in rows]
 
 
 def _main_curves(ev: dict[str, Any], length: str | None = None) -> dict[str, Any]:
@@ -86,6 +82,7 @@ def _config_block(doc: Any) -> list[str]:
 def sweep_report(folder: Path) -> tuple[str, str]:
     from windtunnel.sweep import read_manifest, write_tables
     from windtunnel.sweep.markdown import sweep_markdown
+    from windtunnel.sweep.run import is_finished
 
     sweep, runs = read_manifest(folder)
     old = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
@@ -96,15 +93,15 @@ def sweep_report(folder: Path) -> tuple[str, str]:
     experiments = list(dict.fromkeys(r.experiment for r in runs))
     accuracy_experiments = {r.experiment for r in (sweep.primitives.rules.values() if sweep.primitives else [])
                             if r.metric == "accuracy"}
-    for exp in experiments:
-        members = [r for r in runs if r.experiment == exp and (folder / r.name / "eval.json").is_file()]
+    for i, exp in enumerate(experiments):
+        members = [r for r in runs if r.experiment == exp and is_finished(folder / r.name, r.config)]
         if not members:
             continue
-        lines += [f"## {exp}", ""]
+        lines += [f"## {html.escape(exp, quote=False)}", ""]
         chosen = _one_per_setting(members)
         evals = {label: _eval(folder / r.name) for label, r in chosen.items()}
         labelled = {f"{label} ({ev['n_params'] / 1e6:.2f}M)": ev for label, ev in evals.items()}
-        slug = re.sub(r"[^A-Za-z0-9_-]", "_", exp)
+        slug = f"{i}_" + re.sub(r"[^A-Za-z0-9_-]", "_", exp)
 
         plots.calibration_plot({k: _main_curves(ev) for k, ev in labelled.items()}, files / f"{slug}_calibration.png",
                                title=f"{exp}: model vs exact Bayes entropy (training length)")
@@ -131,8 +128,11 @@ def sweep_report(folder: Path) -> tuple[str, str]:
                       _img(f"{FILES}/{slug}_calibration_longest.png", f"{exp} calibration at length {longest}"), ""]
 
         main_rows = [r for r in rows if r["is_main"] and r.get("accuracy") is not None]
+        for r in main_rows:
+            grid = " ".join(f"{k.removeprefix('grid:')}={v}" for k, v in r.items() if k.startswith("grid:"))
+            r["label"] = html.escape(f"{r['model']} {grid}".strip(), quote=False)
         if main_rows and (exp in accuracy_experiments or members[0].config.task == "recall"):
-            acc = {r["model"]: (r["accuracy"], r["accuracy_lo"], r["accuracy_hi"]) for r in main_rows}
+            acc = {r["label"]: (r["accuracy"], r["accuracy_lo"], r["accuracy_hi"]) for r in main_rows}
             base = main_rows[0].get("baseline_accuracy")
             plots.accuracy_plot(acc, files / f"{slug}_accuracy.png", chance=base,
                                 chance_label=main_rows[0].get("baseline_accuracy_name") or "baseline",
@@ -140,7 +140,7 @@ def sweep_report(folder: Path) -> tuple[str, str]:
             lines += ["### Accuracy", "", "| model | accuracy [95% CI] | paper |", "|---|---|---|"]
             for r in main_rows:
                 paper = r.get("paper_accuracy")
-                lines.append(f"| {r['model']} | {r['accuracy']:.3f} [{r['accuracy_lo']:.3f}, {r['accuracy_hi']:.3f}] | "
+                lines.append(f"| {r['label']} | {r['accuracy']:.3f} [{r['accuracy_lo']:.3f}, {r['accuracy_hi']:.3f}] | "
                              f"{'-' if paper is None else f'{paper:.3f}'} |")
             if base is not None:
                 lines.append(f"| baseline: {main_rows[0].get('baseline_accuracy_name')} | {base:.3f} | |")
@@ -159,7 +159,7 @@ def sweep_report(folder: Path) -> tuple[str, str]:
         lines += ["### Runs", "", "| run | model | grid point | params | steps | train s |", "|---|---|---|---|---|---|"]
         for r in members:
             ev = _eval(folder / r.name)
-            lines.append(f"| `{r.name}` | {r.config.model} | {r.labels} | {ev['n_params']:,} | {ev['steps']} | "
+            lines.append(f"| `{r.name}` | {r.config.model} | {html.escape(str(r.labels), quote=False)} | {ev['n_params']:,} | {ev['steps']} | "
                          f"{ev['train_seconds']:.0f} |")
         lines.append("")
     lines += ["## Sweep config", ""] + _config_block(sweep.model_dump(mode="json"))

@@ -35,7 +35,7 @@ def run_rows(run: SweepRun, ev: dict[str, Any]) -> list[dict[str, Any]]:
     for L, s in ev["lengths"].items():
         row: dict[str, Any] = {
             "experiment": run.experiment, "task": cfg.task, "model": cfg.model, "run": run.name,
-            "seed": cfg.train.seed,
+            "seed": cfg.train.seed, "task_params": json.dumps(cfg.task_params, sort_keys=True),
             **{f"grid:{k}": json.dumps(v) for k, v in run.labels.items() if k != SEED_KEY},
             "length": int(L) if L not in ("None", "null") else None, "main_length": main,
             "is_main": str(L) == str(main), "n_params": ev.get("n_params"), "steps": ev.get("steps"),
@@ -72,7 +72,7 @@ def aggregate(rows: list[dict[str, Any]], paper: str | None = None) -> list[dict
     """Group ``rows`` by all but the seed; mean and 95% interval per metric (see module doc)."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
-        key = tuple((k, r[k]) for k in ("experiment", "task", "model", "length", "is_main", "main_length"))
+        key = tuple((k, r[k]) for k in ("experiment", "task", "task_params", "model", "length", "is_main", "main_length"))
         key += tuple(sorted((k, v) for k, v in r.items() if k.startswith("grid:")))
         groups.setdefault(key, []).append(r)
     table = []
@@ -97,7 +97,8 @@ def aggregate(rows: list[dict[str, Any]], paper: str | None = None) -> list[dict
             if members[0].get(f"baseline_{metric}") is not None:
                 out[f"baseline_{metric}"] = sum(r[f"baseline_{metric}"] for r in members) / len(members)
                 out[f"baseline_{metric}_name"] = members[0][f"baseline_{metric}_name"]
-            ref = paper_value(paper, out["task"], out["model"], metric, out["length"], out["main_length"])
+            ref = paper_value(paper, out["task"], out["model"], metric, out["length"], out["main_length"],
+                              json.loads(out["task_params"]))
             if ref is not None:
                 out[f"paper_{metric}"], out[f"paper_{metric}_source"] = ref["value"], ref["source"]
         table.append(out)
@@ -125,7 +126,7 @@ def primitives(table: list[dict[str, Any]], rules: Primitives) -> dict[str, dict
                 continue
             score = primitive_score(rule.metric, row[rule.metric], base)
             prev = out.setdefault(row["model"], {}).get(prim)
-            if prev is not None and not score > prev["score"]:
+            if prev is not None and not (score > prev["score"] or math.isnan(prev["score"])):
                 continue
             verdict = "yes" if score >= rules.realised else "partial" if score >= rules.partial else "no"
             out[row["model"]][prim] = {

@@ -69,7 +69,8 @@ def matched_configs(task: str, models: list[str], profile: str | None, overrides
 
 def expand(sweep: SweepConfig, overrides: list[str] | None = None,
            grid: dict[str, list[Any]] | None = None) -> list[SweepRun]:
-    """Every run of ``sweep`` (duplicates by content hash dropped, first kept).
+    """Every run of ``sweep``: one entry per experiment and run config (a config that two
+    experiments share appears under both and is trained once).
 
     ``overrides`` apply to every run after the sweep's and the experiment's own; ``grid`` axes
     replace or extend the sweep's (e.g. from ``windtunnel sweep --grid train.seed=0,1,2``).
@@ -77,7 +78,7 @@ def expand(sweep: SweepConfig, overrides: list[str] | None = None,
     grid point, ``overrides``.
     """
     runs: list[SweepRun] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for exp in sweep.experiments:
         axes = {**sweep.grid, **exp.grid, **(grid or {})}
         for task in exp.tasks():
@@ -86,7 +87,7 @@ def expand(sweep: SweepConfig, overrides: list[str] | None = None,
                        *(overrides or [])]
                 for cfg in matched_configs(task, exp.models, exp.profile or sweep.profile, ovr, exp.match_capacity):
                     run = SweepRun(cfg, exp.label(task), dict(point))
-                    if run.name not in seen:
-                        seen.add(run.name)
+                    if (run.name, run.experiment) not in seen:
+                        seen.add((run.name, run.experiment))
                         runs.append(run)
     return runs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from html import escape
 from typing import Any
 
 from windtunnel.sweep.config import SweepConfig
@@ -45,7 +46,7 @@ def comparison_table(table: list[dict[str, Any]], experiment: str) -> str:
     for r in sorted(rows, key=key):
         paper_metric = "accuracy" if r.get("paper_accuracy") is not None else "entropy_error"
         paper = r.get(f"paper_{paper_metric}")
-        cells = [r["model"], *(str(r.get(c)) for c in grid_cols), _length_label(r), f"{r['n_params']:,}",
+        cells = [r["model"], *(escape(str(r.get(c)), quote=False) for c in grid_cols), _length_label(r), f"{r['n_params']:,}",
                  str(r["n_seeds"]), _cell(r, "entropy_error"), _cell(r, "kl_bayes_model")]
         cells += [_cell(r, "accuracy", 3)] if has_acc else []
         cells += [f"{r['train_seconds']:.0f}"]
@@ -109,13 +110,13 @@ def results_markdown(summary: dict[str, Any], sweep: SweepConfig) -> list[str]:
     if summary["missing"]:
         lines.append(f"Not finished (run `windtunnel sweep` again to continue): {', '.join(summary['missing'])}.")
     if summary["failed"]:
-        lines.append("Failed: " + "; ".join(f"`{k}`: {v}" for k, v in summary["failed"].items()))
+        lines.append("Failed: " + "; ".join(f"`{k}`: {escape(v, quote=False)}" for k, v in summary["failed"].items()))
     lines += ["", "Entropy error = mean over held-out sequences and positions of |H_model − H_Bayes| (bits). "
               "Intervals are 95%: Student's t over seeds, or the run's bootstrap over sequences with one seed. "
               "Paper numbers are the papers' own, printed beside ours, never used in a computation.", "",
               "## Comparison", ""]
     for exp in dict.fromkeys(r["experiment"] for r in summary["table"]):
-        lines += [f"### {exp}", "", comparison_table(summary["table"], exp), ""]
+        lines += [f"### {escape(exp, quote=False)}", "", comparison_table(summary["table"], exp), ""]
     if summary.get("primitives"):
         claims = paper_results(sweep.paper).get("primitives") if sweep.paper else None
         lines += ["## Inference primitives", "",
@@ -127,5 +128,5 @@ def results_markdown(summary: dict[str, Any], sweep: SweepConfig) -> list[str]:
 def sweep_markdown(summary: dict[str, Any], sweep: SweepConfig, title: str | None = None) -> str:
     lines = [f"# {title or 'Sweep ' + summary['sweep']}", ""]
     if summary["description"]:
-        lines += [summary["description"], ""]
+        lines += [escape(summary["description"], quote=False), ""]
     return "\n".join(lines + results_markdown(summary, sweep))

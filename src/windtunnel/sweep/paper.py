@@ -26,15 +26,20 @@ def paper_results(paper: str) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def paper_value(paper: str | None, task: str, model: str, metric: str, length: int | None, main_length: int | None):
-    """The reported value for a table cell, or None; ``length`` None or the training length
-    matches entries without a length."""
+def paper_value(paper: str | None, task: str, model: str, metric: str, length: int | None, main_length: int | None,
+                task_params: dict[str, Any] | None = None):
+    """The reported value for a table cell, or None.
+
+    ``length`` None or the training length matches entries without a length; an entry's
+    ``task_params`` (e.g. the HMM's K = 20) must agree with the run's where the run sets them,
+    so a run trained at another setting gets no paper number beside it."""
     if paper is None:
         return None
     for v in paper_results(paper)["values"]:
         want = v["length"]
         at_main = length is None or length == main_length
-        if (v["task"], v["model"], v["metric"]) == (task, model, metric) and (
+        same_task = all((task_params or {}).get(k, val) == val for k, val in v.get("task_params", {}).items())
+        if (v["task"], v["model"], v["metric"]) == (task, model, metric) and same_task and (
             (want is None and at_main) or (want is not None and want == length)
         ):
             return v

@@ -38,10 +38,12 @@ class SweepOutcome:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def default_out(sweep: SweepConfig, runs: list[SweepRun]) -> Path:
+def default_out(sweep: SweepConfig, overrides: list[str] | None = None) -> Path:
+    """``runs/sweep-<name>-<hash>``, the hash of the sweep config and the ``--set`` overrides (not
+    the ``--grid`` axes, so adding seeds to a sweep lands in the same folder and extends it)."""
     import hashlib
 
-    digest = hashlib.sha256(" ".join(sorted(r.name for r in runs)).encode()).hexdigest()[:10]
+    digest = hashlib.sha256(f"{sweep.content_hash()} {json.dumps(overrides or [])}".encode()).hexdigest()[:10]
     return Path("runs") / f"sweep-{sweep.name}-{digest}"
 
 
@@ -78,8 +80,24 @@ def read_manifest(out: Path) -> tuple[SweepConfig, list[SweepRun]]:
     return sweep, runs
 
 
-def is_finished(run_dir: Path) -> bool:
-    return (run_dir / "eval.json").is_file()
+def is_finished(run_dir: Path, config: RunConfig) -> bool:
+    """The run has been evaluated after all of its training steps (an ``eval.json`` that
+    `windtunnel eval` wrote for an interrupted run does not count)."""
+    path = run_dir / "eval.json"
+    if not path.is_file():
+        return False
+    try:
+        return json.loads(path.read_text()).get("steps", -1) >= config.train.steps
+    except (OSError, ValueError):
+        return False
+
+
+def unique_runs(runs: list[SweepRun]) -> list[SweepRun]:
+    """One entry per run folder (a run shared by two experiments is trained once)."""
+    first: dict[str, SweepRun] = {}
+    for r in runs:
+        first.setdefault(r.name, r)
+    return list(first.values())
 
 
 # ---------------------------------------------------------------------------------------
@@ -94,17 +112,14 @@ def train_one(config: dict[str, Any], run_dir: str, progress: bool = False) -> d
 
 
 def _run_local(runs: list[SweepRun], out: Path, progress: bool, log) -> dict[str, str]:
-    from windtunnel.train.checkpoint import CheckpointError
-    from windtunnel.train.trainer import TrainingError
-
     failed = {}
     for i, run in enumerate(runs, 1):
         log(f"[{i}/{len(runs)}] {run.name} ({run.experiment})")
         try:
             train_one(run.config.model_dump(mode="json"), str(out / run.name), progress=progress)
-        except (TrainingError, CheckpointError) as exc:
-            failed[run.name] = str(exc)
-            log(f"  failed: {exc}")
+        except Exception as exc:  # noqa: BLE001  one run's failure (NaN, OOM, a bad device) must not stop the others
+            failed[run.name] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            log(f"  failed: {failed[run.name]}")
     return failed
 
 
@@ -144,7 +159,7 @@ def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, address: str |
             done_count += 1
             try:
                 ev = ray.get(done[0])
-            except ray.exceptions.RayTaskError as exc:
+            except ray.exceptions.RayError as exc:  # task errors, crashed workers, lost nodes, OOM kills
                 cause = getattr(exc, "cause", None) or exc
                 failed[run.name] = f"{type(cause).__name__}: {cause}".splitlines()[0]
                 log(f"[{done_count}/{len(runs)}] {run.name} failed: {failed[run.name]}")
@@ -153,7 +168,7 @@ def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, address: str |
             run_dir.mkdir(parents=True, exist_ok=True)
             if not (run_dir / "config.json").exists():
                 atomic_write_text(run_dir / "config.json", json.dumps(run.config.model_dump(mode="json"), indent=2))
-            if not is_finished(run_dir):
+            if not is_finished(run_dir, run.config):
                 atomic_write_text(run_dir / "eval.json", json.dumps(ev, indent=1))
             log(f"[{done_count}/{len(runs)}] {run.name} finished")
     finally:
@@ -174,16 +189,18 @@ def run_sweep(
     grid: dict[str, list[Any]] | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    runs: list[SweepRun] | None = None,
 ) -> SweepOutcome:
-    """Expand ``sweep``, train what is not finished, and write the tables (see module doc)."""
+    """Expand ``sweep`` (unless ``runs`` is given), train what is not finished, write the tables."""
     if backend not in ("local", "ray"):
         raise ConfigError(f"backend = {backend!r}; allowed: local, ray")
-    runs = expand(sweep, overrides, grid)
-    out = Path(out) if out is not None else default_out(sweep, runs)
+    runs = runs if runs is not None else expand(sweep, overrides, grid)
+    out = Path(out) if out is not None else default_out(sweep, overrides)
     _write_manifest(out, sweep, runs, log)
-    todo = [r for r in runs if not is_finished(out / r.name)]
-    outcome = SweepOutcome(out, runs, [r.name for r in todo], [r.name for r in runs if r not in todo])
-    log(f"sweep {sweep.name}: {len(runs)} runs in {out}; {len(outcome.skipped)} finished (skipped), {len(todo)} to run")
+    distinct = unique_runs(runs)
+    todo = [r for r in distinct if not is_finished(out / r.name, r.config)]
+    outcome = SweepOutcome(out, runs, [r.name for r in todo], [r.name for r in distinct if r not in todo])
+    log(f"sweep {sweep.name}: {len(distinct)} runs in {out}; {len(outcome.skipped)} finished (skipped), {len(todo)} to run")
     t0 = time.perf_counter()
     if todo:
         out = out.resolve()
@@ -196,8 +213,8 @@ def run_sweep(
     outcome.summary = write_tables(outcome.out, sweep, runs, outcome.failed)
     if outcome.failed:
         raise SweepError(
-            f"{len(outcome.failed)} of {len(runs)} runs failed ({', '.join(outcome.failed)}); the others' results are in "
-            f"{outcome.out}. Run the sweep again to retry them."
+            f"{len(outcome.failed)} of {len(distinct)} runs failed ({', '.join(outcome.failed)}); the others' results "
+            f"are in {outcome.out}. Run the sweep again to retry them."
         )
     return outcome
 
@@ -207,16 +224,17 @@ def write_tables(out: Path, sweep: SweepConfig, runs: list[SweepRun], failed: di
     from windtunnel.sweep.markdown import sweep_markdown
 
     rows, missing = [], []
-    for run in runs:
-        path = out / run.name / "eval.json"
-        if path.is_file():
-            rows.extend(run_rows(run, json.loads(path.read_text())))
-        else:
+    for run in runs:  # a run shared by two experiments gives rows to both
+        if is_finished(out / run.name, run.config):
+            rows.extend(run_rows(run, json.loads((out / run.name / "eval.json").read_text())))
+        elif run.name not in missing:
             missing.append(run.name)
     table = aggregate(rows, sweep.paper)
+    n_runs = len(unique_runs(runs))
+    failed = {k: v for k, v in (failed or {}).items() if k in missing}
     summary = {
-        "sweep": sweep.name, "description": sweep.description, "paper": sweep.paper, "n_runs": len(runs),
-        "finished": len(runs) - len(missing), "missing": missing, "failed": failed or {},
+        "sweep": sweep.name, "description": sweep.description, "paper": sweep.paper, "n_runs": n_runs,
+        "finished": n_runs - len(missing), "missing": missing, "failed": failed,
         "table": table,
         "primitives": primitives(table, sweep.primitives) if sweep.primitives else None,
     }

@@ -53,7 +53,7 @@ def compare(
     if out is None:
         digest = hashlib.sha256("".join(r.config.content_hash() for r in runs).encode()).hexdigest()[:10]
         out = Path("runs") / f"compare-{task}-{digest}"
-    outcome = run_sweep(sweep, out, progress=progress, log=print if progress else (lambda _: None))
+    outcome = run_sweep(sweep, out, progress=progress, log=print if progress else (lambda _: None), runs=runs)
     curves = {}
     for run in runs:
         ev = json.loads((outcome.out / run.name / "eval.json").read_text())
