@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError
+from windtunnel.geometry.markdown import table
 from windtunnel.report import plots
 from windtunnel.train.checkpoint import atomic_write_text
 
@@ -137,13 +138,11 @@ def sweep_report(folder: Path) -> tuple[str, str]:
             plots.accuracy_plot(acc, files / f"{slug}_accuracy.png", chance=base,
                                 chance_label=main_rows[0].get("baseline_accuracy_name") or "baseline",
                                 title=f"{exp}: accuracy at the query positions")
-            lines += ["### Accuracy", "", "| model | accuracy [95% CI] | paper |", "|---|---|---|"]
-            for r in main_rows:
-                paper = r.get("paper_accuracy")
-                lines.append(f"| {r['label']} | {r['accuracy']:.3f} [{r['accuracy_lo']:.3f}, {r['accuracy_hi']:.3f}] | "
-                             f"{'-' if paper is None else f'{paper:.3f}'} |")
+            body = [[r["label"], f"{r['accuracy']:.3f} [{r['accuracy_lo']:.3f}, {r['accuracy_hi']:.3f}]",
+                     "-" if r.get("paper_accuracy") is None else f"{r['paper_accuracy']:.3f}"] for r in main_rows]
             if base is not None:
-                lines.append(f"| baseline: {main_rows[0].get('baseline_accuracy_name')} | {base:.3f} | |")
+                body.append([f"baseline: {main_rows[0].get('baseline_accuracy_name')}", f"{base:.3f}", ""])
+            lines += ["### Accuracy", ""] + table(["model", "accuracy [95% CI]", "paper"], body)
             lines += ["", _img(f"{FILES}/{slug}_accuracy.png", f"{exp} accuracy"), ""]
 
         curves = {label: _probe_curve(folder / r.name) for label, r in chosen.items()}
@@ -156,12 +155,12 @@ def sweep_report(folder: Path) -> tuple[str, str]:
             geo = geometry_section(folder / r.name, r.name, level=4)
             if geo:
                 lines += [f"### Geometry: {r.name}", ""] + geo
-        lines += ["### Runs", "", "| run | model | grid point | params | steps | train s |", "|---|---|---|---|---|---|"]
+        body = []
         for r in members:
             ev = _eval(folder / r.name)
-            lines.append(f"| `{r.name}` | {r.config.model} | {html.escape(str(r.labels), quote=False)} | {ev['n_params']:,} | {ev['steps']} | "
-                         f"{ev['train_seconds']:.0f} |")
-        lines.append("")
+            body.append([f"`{r.name}`", r.config.model, html.escape(str(r.labels), quote=False), f"{ev['n_params']:,}",
+                         ev["steps"], f"{ev['train_seconds']:.0f}"])
+        lines += ["### Runs", ""] + table(["run", "model", "grid point", "params", "steps", "train s"], body) + [""]
     lines += ["## Sweep config", ""] + _config_block(sweep.model_dump(mode="json"))
     return title, "\n".join(lines)
 
@@ -200,18 +199,16 @@ def run_report(run_dir: Path) -> tuple[str, str]:
                   "its last checkpoint).", ""]
     else:
         lines += [f"{ev['n_params']:,} parameters, {ev['steps']} steps, {ev['train_seconds']:.0f} s of training.", "",
-                  "## Calibration against the exact posterior", "",
-                  "| length | entropy error (bits) | \\|mean dH\\| (bits) | KL(Bayes‖model) | KL(model‖Bayes) | accuracy |",
-                  "|---|---|---|---|---|---|"]
-        for L, s in ev["lengths"].items():
-            lab = f"{L}" + (" (train)" if L == str(ev["main_length"]) else "")
-            lines.append(f"| {lab} | {_ci(s['entropy_error_mean_abs'])} | {_ci(s['entropy_error_abs_mean'])} | "
-                         f"{_ci(s['kl_bayes_model'])} | {_ci(s['kl_model_bayes'])} | {_ci(s.get('accuracy'), 3)} |")
-        lines += ["", "| baseline | length | entropy error (bits) | KL(Bayes‖model) | accuracy |", "|---|---|---|---|---|"]
-        for L, base in ev["baselines"].items():
-            for name, b in base.items():
-                acc = f"{b['accuracy']:.3f}" if "accuracy" in b else "-"
-                lines.append(f"| {name} | {L} | {b['entropy_error_mean_abs']:.4f} | {b['kl_bayes_model']:.4f} | {acc} |")
+                  "## Calibration against the exact posterior", ""]
+        body = [[f"{L}" + (" (train)" if L == str(ev["main_length"]) else ""), _ci(s["entropy_error_mean_abs"]),
+                 _ci(s["entropy_error_abs_mean"]), _ci(s["kl_bayes_model"]), _ci(s["kl_model_bayes"]),
+                 _ci(s.get("accuracy"), 3)] for L, s in ev["lengths"].items()]
+        lines += table(["length", "entropy error (bits)", "|mean dH| (bits)", "KL(Bayes‖model)", "KL(model‖Bayes)",
+                        "accuracy"], body)
+        body = [[name, L, f"{b['entropy_error_mean_abs']:.4f}", f"{b['kl_bayes_model']:.4f}",
+                 f"{b['accuracy']:.3f}" if "accuracy" in b else "-"]
+                for L, base in ev["baselines"].items() for name, b in base.items()]
+        lines += [""] + table(["baseline", "length", "entropy error (bits)", "KL(Bayes‖model)", "accuracy"], body)
         files = run_dir / FILES
         plots.calibration_plot({"model": _main_curves(ev)}, files / "calibration.png", title=f"{cfg.task}: {cfg.model}")
         lines += ["", _img(f"{FILES}/calibration.png", "calibration"), ""]

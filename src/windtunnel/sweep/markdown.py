@@ -5,6 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from windtunnel.geometry.markdown import table
 from windtunnel.sweep.config import SweepConfig
 
 _MARK = {"yes": "✓", "partial": "~", "no": "✗"}
@@ -29,9 +30,9 @@ def _length_label(row: dict[str, Any]) -> str:
     return f"{row['length']}" + (" (train)" if row["is_main"] else "")
 
 
-def comparison_table(table: list[dict[str, Any]], experiment: str) -> str:
+def comparison_table(aggregated: list[dict[str, Any]], experiment: str) -> str:
     """Every model (and evaluation length) of one experiment, mean over seeds with 95% intervals."""
-    rows = [r for r in table if r["experiment"] == experiment]
+    rows = [r for r in aggregated if r["experiment"] == experiment]
     if not rows:
         return "_no finished runs_"
     grid_cols = sorted({k for r in rows for k in r if k.startswith("grid:")})
@@ -40,7 +41,7 @@ def comparison_table(table: list[dict[str, Any]], experiment: str) -> str:
             "entropy error (bits)", "KL(Bayes‖model) (bits)"]
     head += ["accuracy"] if has_acc else []
     head += ["train s", "paper", "paper source"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    body = []
     order = {m: i for i, m in enumerate(dict.fromkeys(r["model"] for r in rows))}  # the experiment's order
     key = (lambda r: (order[r["model"]], *(str(r.get(c)) for c in grid_cols), r["length"] or 0))
     for r in sorted(rows, key=key):
@@ -52,7 +53,8 @@ def comparison_table(table: list[dict[str, Any]], experiment: str) -> str:
         cells += [f"{r['train_seconds']:.0f}"]
         cells += [_fmt(paper, 3 if paper_metric == "accuracy" else 4) + (" (acc.)" if paper_metric == "accuracy" and paper is not None else ""),
                   r.get(f"paper_{paper_metric}_source") or "-"]
-        lines.append("| " + " | ".join(cells) + " |")
+        body.append(cells)
+    lines = table(head, body)
     base = {}
     for r in rows:
         if r["is_main"]:
@@ -70,7 +72,7 @@ def primitives_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[st
                      paper_claims: dict[str, dict[str, str]] | None) -> str:
     """Model x primitive: verdict and score (and the paper's claim), in the order of ``rules``."""
     head = ["model", *rules, "realised", *(["paper"] if paper_claims else [])]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    body = []
     for model, per in prims.items():
         cells, count = [model], 0.0
         for p in rules:
@@ -88,8 +90,8 @@ def primitives_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[st
                 cells.append(" ".join(_MARK.get(claim.get(p), "-") for p in rules) + f" ({n:g}/{len(rules)})")
             else:
                 cells.append("-")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        body.append(cells)
+    return "\n".join(table(head, body))
 
 
 def primitives_note(sweep: SweepConfig) -> str:
