@@ -1,7 +1,6 @@
 import json
 
 import pytest
-import torch
 from sweep_tiny import tiny_sweep_doc
 
 from windtunnel.sweep import SweepConfig
@@ -23,11 +22,3 @@ def tiny_sweep_file(tmp_path):
         return path
 
     return make
-
-
-@pytest.fixture(autouse=True, scope="package")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
