@@ -225,3 +225,25 @@ def test_unreachable_ray_cluster_is_a_clear_error(tmp_path):
     doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None, grid={"train.seed": [0]})
     with pytest.raises(ConfigError, match="--address auto: cannot start or join a Ray cluster"):
         run_sweep(SweepConfig.build(doc), tmp_path, backend="ray", address="auto", **quiet)
+
+
+def test_sweep_diagnoses_the_chosen_architectures(tmp_path):
+    """`diagnose` in a sweep config diagnoses the finished runs of the named models once."""
+    doc = tiny_sweep_doc()
+    doc["diagnose"] = {"models": ["transformer"], "analyses": ["key_frame"], "n_sequences": 16}
+    fresh = tmp_path / "fresh"
+    again = run_sweep(SweepConfig.build(doc), fresh, **quiet)
+    diagnosed = sorted(r.name for r in again.runs if (fresh / r.name / "diagnostics.json").is_file())
+    assert diagnosed == sorted({r.name for r in again.runs if r.config.model == "transformer"}) and diagnosed
+    doc_json = json.loads((fresh / diagnosed[0] / "diagnostics.json").read_text())
+    assert doc_json["analyses_run"] == ["key_frame"]
+    mtime = (fresh / diagnosed[0] / "diagnostics.json").stat().st_mtime_ns
+    run_sweep(SweepConfig.build(doc), fresh, **quiet)  # nothing to train, nothing to diagnose again
+    assert (fresh / diagnosed[0] / "diagnostics.json").stat().st_mtime_ns == mtime
+
+
+def test_sweep_diagnose_config_errors():
+    doc = tiny_sweep_doc()
+    doc["diagnose"] = {"analyses": ["no_such"]}
+    with pytest.raises(ConfigError, match="no_such"):
+        SweepConfig.build(doc)

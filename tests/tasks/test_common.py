@@ -18,15 +18,18 @@ SMALL = {
     "regression": {"d": 3, "n_points": 6},
     "sula": {"k": 6},
 }
+#: every named layout of a task, checked like the defaults
+CASES = {**{name: (name, params) for name, params in SMALL.items()},
+         "recall-mqar": ("recall", {"format": "mqar", "N": 4, "vocab_size": 40, "seq_len": 32})}
 
 
 def test_all_tasks_registered():
     assert task_names() == sorted(SMALL)
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
-def test_posteriors_are_valid(name):
-    task = make_task(name, SMALL[name])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_posteriors_are_valid(case):
+    task = make_task(*CASES[case])
     b = task.sample(64, make_generator(0))
     spec = task.spec
     assert b.inputs.shape[:2] == (64, spec.seq_len)
@@ -88,9 +91,9 @@ def reliability_z(probs, target):
     return max(zs)
 
 
-@pytest.mark.parametrize("name", ["bijection", "hmm", "recall", "sula"])
-def test_monte_carlo_frequencies_agree_with_posterior(name):
-    task = make_task(name, SMALL[name])
+@pytest.mark.parametrize("case", ["bijection", "hmm", "recall", "recall-mqar", "sula"])
+def test_monte_carlo_frequencies_agree_with_posterior(case):
+    task = make_task(*CASES[case])
     b = task.sample(20000, make_generator(1))
     assert reliability_z(b.probs, b.target) < 5
 

@@ -91,15 +91,16 @@ def jsonable(x: Any) -> Any:
 
 
 def run_diagnostics(run_dir: Path | str, analyses: list[str] | None = None,
-                    n_sequences: int = DEFAULT_N_SEQUENCES, seed: int = 0, progress: bool = True) -> dict:
+                    n_sequences: int = DEFAULT_N_SEQUENCES, seed: int = 0, progress: bool = True,
+                    strict: bool = True) -> dict:
     """Diagnose the run in ``run_dir``: every analysis in ``analyses`` (None: all that apply).
 
     Writes ``diagnostics.json``, ``diagnostics.md`` and ``plots/geometry/*.png`` into the run
     directory and returns the JSON document as a dict. ``n_sequences`` sequences from the
     task's probe stream of ``seed`` form the fixed probe batch. An unknown analysis name, or one
     asked for explicitly that does not apply to the run's architecture or task, is a
-    :class:`~windtunnel.config.ConfigError`; with ``analyses=None`` such analyses are skipped
-    and the reason is recorded. A missing or unreadable run raises ConfigError or
+    :class:`~windtunnel.config.ConfigError` (with ``strict=False`` it is skipped); with
+    ``analyses=None`` such analyses are skipped and the reason is recorded. A missing or unreadable run raises ConfigError or
     :class:`~windtunnel.train.checkpoint.CheckpointError`.
     """
     from windtunnel.report.geometry_plots import plot_all
@@ -113,7 +114,7 @@ def run_diagnostics(run_dir: Path | str, analyses: list[str] | None = None,
         reason = REGISTRY[name].applies(ctx)
         if reason is None:
             todo.append(name)
-        elif wanted is not None:
+        elif wanted is not None and strict:
             raise ConfigError(f"analysis '{name}' does not apply to this run "
                               f"({ctx.config.task}/{ctx.config.model}): {reason}")
         else:

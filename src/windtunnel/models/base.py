@@ -28,6 +28,9 @@ class ModelConfig(StrictConfig):
 
     tie_head: bool = Field(False, description="categorical logits from the embeddings of spec.answer_token_ids")
     max_len: int | None = Field(None, ge=1, description="rows of the position table; default: the task's seq_len")
+    init: Literal["normal", "torch"] = Field(
+        "normal", description="normal: embeddings (and the transformer's Linear layers) ~ N(0, 0.02), as GPT-2 and the "
+                              "authors' models; torch: PyTorch's defaults (Embedding N(0, 1), Linear Kaiming-uniform)")
 
     @property
     def has_position_table(self) -> bool:
@@ -98,9 +101,10 @@ def make_norm(kind: Literal["layernorm", "rmsnorm"], d: int) -> nn.Module:
 
 class InputAdapter(nn.Module):
     """Token embedding (``spec.pad_id`` is a zero, untrained row) or ``Linear(input_dim, d)``
-    for vector inputs, plus learned absolute positions when ``max_len`` is given."""
+    for vector inputs, plus learned absolute positions when ``max_len`` is given.
+    ``init="normal"`` draws them from N(0, 0.02); ``"torch"`` keeps PyTorch's defaults."""
 
-    def __init__(self, spec: TaskSpec, d: int, max_len: int | None):
+    def __init__(self, spec: TaskSpec, d: int, max_len: int | None, init: str = "normal"):
         super().__init__()
         self.kind = spec.input_kind
         if self.kind == "tokens":
@@ -109,7 +113,8 @@ class InputAdapter(nn.Module):
         else:
             self.tok = nn.Linear(spec.input_dim, d)
         self.pos = nn.Embedding(max_len, d) if max_len is not None else None
-        self.apply(init_normal)
+        if init == "normal":
+            self.apply(init_normal)
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         want = 2 if self.kind == "tokens" else 3

@@ -33,7 +33,7 @@ class LSTM(WindModel):
     def __init__(self, spec: TaskSpec, config: LSTMConfig | None = None, **params):
         super().__init__(spec, config, **params)
         c = self.config
-        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None)
+        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
         # one nn.LSTM per layer (same parameters as a stacked one) so every layer can be captured
         self.layers = nn.ModuleList(nn.LSTM(c.d_model, c.d_model, batch_first=True) for _ in range(c.n_layers))
         self.drop = nn.Dropout(c.dropout)

@@ -171,7 +171,7 @@ class Mamba(WindModel):
     def __init__(self, spec: TaskSpec, config: MambaConfig | None = None, **params):
         super().__init__(spec, config, **params)
         c = self.config
-        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None)
+        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
         self.blocks = nn.ModuleList(MambaBlock(c) for _ in range(c.n_layers))
         self.norm_f = nn.RMSNorm(c.d_model, eps=1e-5)
         self.head = OutputHead(spec, c.d_model, tied=c.tie_head)

@@ -77,7 +77,7 @@ class Mamba2(WindModel):
             conv_kernel=c.d_conv, expand=c.expand, head_dim=c.head_dim, num_heads=c.n_heads,
             n_groups=c.n_groups, chunk_size=c.chunk_size, initializer_range=0.02, use_cache=False,
             pad_token_id=None, bos_token_id=None, eos_token_id=None))
-        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None)
+        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
         self.blocks = backbone.layers  # the backbone's own embedding table is not used
         self.norm_f = backbone.norm_f
         self.head = OutputHead(spec, c.d_model, tied=c.tie_head)

@@ -83,11 +83,11 @@ class MLP(WindModel):
         super().__init__(spec, config, **params)
         c = self.config
         if c.variant == "per_position":
-            self.embed = InputAdapter(spec, c.d_model, c.max_len)
+            self.embed = InputAdapter(spec, c.d_model, c.max_len, c.init)
             self.blocks = nn.ModuleList(ResidualFFN(c.d_model, c.d_ffn) for _ in range(c.n_layers))
             width = c.d_model
         else:
-            self.embed = InputAdapter(spec, c.d_embed, None)
+            self.embed = InputAdapter(spec, c.d_embed, None, c.init)
             self.inp = nn.Linear(c.max_len * c.d_embed, c.width)
             self.blocks = nn.ModuleList(ResidualLinear(c.width) for _ in range(c.n_layers))
             width = c.width

@@ -117,7 +117,8 @@ class Block(nn.Module):
 
 @register_model
 class Transformer(WindModel):
-    """Causal decoder: embed + positions, pre-norm blocks, final norm, head. Init N(0, 0.02)."""
+    """Causal decoder: embed + positions, pre-norm blocks, final norm, head. Init N(0, 0.02)
+    (``init="torch"``: PyTorch's defaults)."""
 
     name = "transformer"
     Config = TransformerConfig
@@ -125,12 +126,13 @@ class Transformer(WindModel):
     def __init__(self, spec: TaskSpec, config: TransformerConfig | None = None, **params):
         super().__init__(spec, config, **params)
         c = self.config
-        self.embed = InputAdapter(spec, c.d_model, c.max_len)
+        self.embed = InputAdapter(spec, c.d_model, c.max_len, c.init)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
         self.norm = make_norm(c.norm, c.d_model)
         self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
-        self.apply(init_normal)
+        if c.init == "normal":
+            self.apply(init_normal)
         self.register_buffer("head_mask", torch.ones(c.n_layers, c.n_heads), persistent=False)
         self.bypass: list[Bypass | None] = [None] * c.n_layers
 

@@ -108,6 +108,26 @@ class Resources(StrictConfig):
     num_gpus: float = Field(0, ge=0, description="GPUs per run (set 1 on a GPU cluster)")
 
 
+class Diagnose(StrictConfig):
+    """Geometric diagnostics (``windtunnel diagnose``) of the sweep's finished runs."""
+
+    models: list[str] = Field(default_factory=lambda: ["transformer", "mamba"], min_length=1,
+                              description="architectures whose runs are diagnosed")
+    analyses: list[str] | None = Field(None, description="analysis names (default: every one that applies)")
+    n_sequences: int = Field(256, ge=8, le=100_000, description="probe sequences per diagnosis")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.analyses is not None:
+            from windtunnel.geometry.diagnose import parse_analyses
+
+            try:
+                parse_analyses(self.analyses)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
+
 class SweepConfig(StrictConfig):
     name: str = Field(min_length=1, description="sweep name")
     description: str = Field("", description="what the sweep reproduces")
@@ -118,6 +138,7 @@ class SweepConfig(StrictConfig):
     paper: str | None = Field(None, description="print this paper's reported numbers beside ours (e.g. paper1)")
     primitives: Primitives | None = None
     resources: Resources = Field(default_factory=Resources)
+    diagnose: Diagnose | None = Field(None, description="diagnose these architectures' runs once they are trained")
 
     @model_validator(mode="after")
     def _check(self):

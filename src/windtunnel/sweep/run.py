@@ -208,8 +208,10 @@ def run_sweep(
             outcome.failed = _run_local(todo, out, progress, log)
         else:
             outcome.failed = _run_ray(todo, out, sweep, address, log)
-    outcome.seconds = time.perf_counter() - t0
     outcome.trained = [n for n in outcome.trained if n not in outcome.failed]
+    if sweep.diagnose is not None:
+        outcome.failed.update(diagnose_runs(outcome.out, sweep, distinct, log))
+    outcome.seconds = time.perf_counter() - t0
     outcome.summary = write_tables(outcome.out, sweep, runs, outcome.failed)
     if outcome.failed:
         raise SweepError(
@@ -217,6 +219,28 @@ def run_sweep(
             f"are in {outcome.out}. Run the sweep again to retry them."
         )
     return outcome
+
+
+def diagnose_runs(out: Path, sweep: SweepConfig, runs: list[SweepRun], log) -> dict[str, str]:
+    """Run ``sweep.diagnose`` on every finished run of its architectures that has no
+    ``diagnostics.json`` newer than its ``eval.json``; returns the failures by run name."""
+    from windtunnel.geometry.diagnose import run_diagnostics
+
+    spec, failed = sweep.diagnose, {}
+    for run in runs:
+        run_dir = out / run.name
+        if run.config.model not in spec.models or not is_finished(run_dir, run.config):
+            continue
+        done = run_dir / "diagnostics.json"
+        if done.is_file() and done.stat().st_mtime >= (run_dir / "eval.json").stat().st_mtime:
+            continue
+        log(f"diagnose {run.name}")
+        try:
+            run_diagnostics(run_dir, spec.analyses, n_sequences=spec.n_sequences, progress=False, strict=False)
+        except Exception as exc:  # noqa: BLE001  a failed diagnosis is reported like a failed run
+            failed[run.name] = f"diagnose: {type(exc).__name__}: {exc}".splitlines()[0]
+            log(f"  failed: {failed[run.name]}")
+    return failed
 
 
 def write_tables(out: Path, sweep: SweepConfig, runs: list[SweepRun], failed: dict[str, str] | None = None) -> dict:
