@@ -68,6 +68,21 @@ def test_sweep_report_is_one_self_contained_page(sweep_dir):
     assert page.count("<table>") >= 6
     assert "v3 table" in page and "1.000 (acc.)" in page  # the paper's numbers beside ours
     assert "value manifold" in md.lower()
+    # each experiment's learning curve shows its primitive's metric
+    assert "training (kl_bayes_model)" not in md  # titles live in the PNGs; the text names the metric
+    assert "The held-out probe's kl bayes model during training." in md
+    assert "The held-out probe's accuracy during training." in md
+
+
+def test_still_learning_compares_the_last_quarter():
+    from windtunnel.report.page import still_learning
+
+    steps = [0, 25, 50, 75, 100]
+    assert still_learning(steps, [1.0, 0.5, 0.3, 0.2, 0.1], "kl_bayes_model") == (0.2, 0.1)  # halved: learning
+    assert still_learning(steps, [1.0, 0.5, 0.3, 0.2, 0.19], "kl_bayes_model") is None  # 5% better: levelled off
+    assert still_learning(steps, [0.1, 0.2, 0.5, 0.8, 0.85], "accuracy") == (0.8, 0.85)
+    assert still_learning(steps, [0.1, 0.2, 0.5, 0.8, 0.81], "accuracy") is None
+    assert still_learning([0, 10], [1.0, 0.1], "entropy_error") is None  # too short to say
 
 
 def test_run_report(sweep_dir):

@@ -32,6 +32,7 @@ def test_run_directory_contents(tiny_config, tmp_path):
     rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == list(range(1, 31))
     assert all(math.isfinite(r["loss"]) for r in rows) and "probe_entropy_error" in rows[-1]
+    assert {"probe_kl_bayes_model", "probe_accuracy"} <= set(rows[-1])  # bijection: categorical, integer answers
     steps = [s for s, _ in list_checkpoints(d)]
     assert steps[0] == 0 and steps[-1] == 30 and len(steps) >= 4
     ev = json.loads((d / "eval.json").read_text())

@@ -10,7 +10,8 @@ from typing import Any
 
 import torch
 
-from windtunnel.evaluate.metrics import entropy_error, model_prediction, per_position, summarize
+from windtunnel.evaluate.metrics import (AUTHORS_KL_EPS, accuracy, entropy_error, model_prediction, per_position,
+                                         summarize)
 from windtunnel.tasks.base import Batch, Prediction, Task, make_generator
 
 
@@ -31,9 +32,18 @@ def sample_eval(task: Task, n: int, seed: int, split: str = "eval") -> Batch:
     return task.sample(n, make_generator(seed, split))
 
 
-def quick_entropy_error(model: torch.nn.Module, task: Task, batch: Batch) -> float:
-    """Mean |H_model - H_Bayes| on a probe batch: the number the progress bar shows."""
-    return float(entropy_error(per_position(predict(model, task, batch), task_bayes(batch))["dh"]))
+def probe_metrics(model: torch.nn.Module, task: Task, batch: Batch) -> dict[str, float]:
+    """The periodic held-out check logged during training (``probe_*`` in ``metrics.jsonl``): mean
+    |H_model - H_Bayes| (the number the progress bar shows), KL(Bayes || model) in bits with the
+    evaluation's clip, and the argmax accuracy when the task has integer answers."""
+    model_pred = predict(model, task, batch)
+    pp = per_position(model_pred, task_bayes(batch), eps=AUTHORS_KL_EPS)
+    out = {"probe_entropy_error": float(entropy_error(pp["dh"])),
+           "probe_kl_bayes_model": float(pp["kl_bayes_model"].mean())}
+    target = batch.target
+    if target is not None and model_pred.probs is not None and not target.is_floating_point():
+        out["probe_accuracy"] = float(accuracy(model_pred.probs, target).mean())
+    return out
 
 
 def evaluate(

@@ -145,9 +145,11 @@ class Context:
         self._acts: dict[str, Activations] = {}
 
     # --- models ------------------------------------------------------------------------
-    def fresh_model(self):
-        """A model of the run's architecture with its seeded initial weights."""
-        return build(self.config)[1].eval()
+    def fresh_model(self, seed: int | None = None):
+        """A model of the run's architecture with its seeded initial weights (``seed``: another
+        draw from the same initialisation law; default the run's ``train.seed``)."""
+        config = self.config if seed is None else self.config.replace(train=self.config.train.replace(seed=seed))
+        return build(config)[1].eval()
 
     @property
     def init_model(self):

@@ -4,7 +4,8 @@ attention settle early while the value manifold and the calibration keep improvi
 For every saved checkpoint, on the same probe batch: the attention-map distance to the final
 model (Jensen-Shannon divergence in bits between matching attention rows, averaged over
 sequences, heads and query rows t >= 1, per layer and overall), the layer-0 key-frame statistic
-(and every layer's), the value-manifold numbers of the final-normed state (standardised PC1,
+(and every layer's; at layer 0 also every token variant of :mod:`keyframe`: centred keys, OV
+vectors, the value tokens), the value-manifold numbers of the final-normed state (standardised PC1,
 Spearman r(PC1, H_Bayes), probe R^2), the entropy error and KL(Bayes || model).
 
 ``settle_step`` of a series is the first checkpoint from which it stays within 10% of its
@@ -52,7 +53,8 @@ def settle_step(steps: list[int], values: list[float], tol: float = 0.1) -> int 
     return int(steps[min(first, len(steps) - 1)])
 
 
-def checkpoint_point(ctx: Context, model, acts: Activations, final: Activations, tokens) -> dict:
+def checkpoint_point(ctx: Context, model, acts: Activations, final: Activations,
+                     token_sets: dict[str, list[int]]) -> dict:
     y = ctx.h_bayes.reshape(-1).numpy()
     x = flat(acts.states["final"]).numpy()
     pca = stats.pca_summary(x, y, standardize=True)
@@ -64,11 +66,13 @@ def checkpoint_point(ctx: Context, model, acts: Activations, final: Activations,
         js = attention_js(acts, final)
         row["attention_js_per_layer"] = js
         row["attention_js"] = float(np.mean(js))
-    if tokens is not None:
+    if token_sets:
         with torch.no_grad():
-            per_layer = keyframe.per_head(model, tokens, keyframe.HEADLINE)
-        row["key_frame_per_layer"] = [float(h.mean()) for h in per_layer]
+            variants = {prefix + v: [float(h.mean()) for h in keyframe.per_head(model, toks, v)]
+                        for prefix, toks in token_sets.items() for v in keyframe.TOKEN_VARIANTS}
+        row["key_frame_per_layer"] = variants[keyframe.HEADLINE]
         row["key_frame_layer0"] = row["key_frame_per_layer"][0]
+        row["key_frame_variants_layer0"] = {k: v[0] for k, v in variants.items()}
     return row
 
 
@@ -76,7 +80,9 @@ def run(ctx: Context, progress=None) -> dict:
     final = ctx.acts("final")
     tf = is_transformer(ctx.model)
     hyp = keyframe.hypothesis_tokens(ctx.task) if tf else None
-    tokens = hyp[0] if hyp is not None and len(hyp[0]) >= 2 else None
+    token_sets = {}  # key-frame token sets followed over the checkpoints: prefix -> token ids
+    if hyp is not None and len(hyp[0]) >= 2:
+        token_sets = {"": hyp[0], **{p: ids for p, (ids, _) in keyframe.extra_token_sets(ctx.task).items()}}
     rows = []
     for step, path in ctx.checkpoints:
         if step == ctx.step:
@@ -87,7 +93,7 @@ def run(ctx: Context, progress=None) -> dict:
             model = ctx.fresh_model()
             load_weights(model, path)
             acts = capture(model, ctx.batch, full=False)
-        rows.append({"step": int(step), **checkpoint_point(ctx, model, acts, final, tokens)})
+        rows.append({"step": int(step), **checkpoint_point(ctx, model, acts, final, token_sets)})
         if progress is not None:
             progress(step)
     steps = [r["step"] for r in rows]

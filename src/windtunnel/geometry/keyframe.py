@@ -8,15 +8,21 @@ d + h*d_head .. d + (h+1)*d_head of ``qkv.weight``):
 * ``tokens_prenorm``: the same keys after the layer's own pre-attention norm (``norm1``) is
   applied to E; at layer 0 that is what the first attention really sees, bar the positions.
 * ``wk_columns`` (Paper III section 3.2): the d_head columns of W_K^{(l,h)} in R^d, no tokens.
-* ``value_tokens_raw`` / ``value_tokens_prenorm`` (sep-vocab bijection only): the same keys for
-  the V value tokens, the tokens an attention head must tell apart to know which answers are
-  used (in the paired format keys and values share tokens 0..V-1, so one set covers both).
+* ``tokens_centred``: the ``tokens_raw`` keys minus their mean over the token set, per head. A
+  component every key shares (a common direction that a softmax ignores) makes raw keys look
+  collinear; centring asks whether the keys still differ along orthogonal directions.
+* ``ov`` / ``ov_centred``: the OV vectors W_O^{(l,h)} W_V^{(l,h)} e of the token embeddings e
+  (in R^d, raw and centred), the vectors attention writes into the residual stream. When attention
+  spreads uniformly over the used values, its output is their mean OV vector, and telling which
+  values were used needs these to be near-orthogonal: the frame elimination needs.
+* ``value_...`` (sep-vocab bijection only): every token variant for the V value tokens, the tokens
+  an attention head must tell apart to know which answers are used (in the paired format keys and
+  values share tokens 0..V-1, so one set covers both).
 
 The statistic is the mean |off-diagonal cosine| of the rows of K (0 = orthogonal); the signed
 mean (what ``qkv_analysis.py`` prints) is recorded beside it. Nulls: the
-step-0 checkpoint (same statistic), and ``n_null`` draws of shape-matched random weights
-(embeddings and W_K ~ N(0, 0.02), the initialisation law; norms at their initial identity
-affine). Tests: a Monte Carlo p-value of the layer mean against the random draws (one-sided,
+step-0 checkpoint (same statistic), and ``n_null`` freshly initialised models of the run's own
+architecture and initialisation law (``model_params.init``), one seed each. Tests: a Monte Carlo p-value of the layer mean against the random draws (one-sided,
 "less orthogonal than random?" is the alternative "less"), and a two-sided permutation test of
 trained against step-0 |cos| values pooled over the layer's heads and token pairs (pairs are
 not independent, so read it as a descriptive test).
@@ -24,7 +30,7 @@ not independent, so read it as a descriptive test).
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -32,7 +38,8 @@ import torch
 from windtunnel.geometry import stats
 from windtunnel.geometry.context import Context, is_transformer
 
-VARIANTS = ("tokens_raw", "tokens_prenorm", "wk_columns")
+TOKEN_VARIANTS = ("tokens_raw", "tokens_prenorm", "tokens_centred", "ov", "ov_centred")
+VARIANTS = (*TOKEN_VARIANTS, "wk_columns")
 HEADLINE = "tokens_raw"
 
 
@@ -80,27 +87,50 @@ def applies(ctx: Context) -> str | None:
     return None
 
 
-def key_weights(model) -> list[torch.Tensor]:
-    """Per layer, W_K of every head: (H, d_head, d), from the fused QKV layout (q, k, v blocks)."""
+def _qkv_block(model, which: int) -> list[torch.Tensor]:
+    """Per layer, the (H, d_head, d) slices of block ``which`` (0 q, 1 k, 2 v) of the fused QKV weight."""
     out = []
     for block in model.blocks:
         w = block.attn.qkv.weight.detach().double()
         d, H = w.shape[1], block.attn.n_heads
-        out.append(w[d : 2 * d].reshape(H, d // H, d))
+        out.append(w[which * d : (which + 1) * d].reshape(H, d // H, d))
+    return out
+
+
+def key_weights(model) -> list[torch.Tensor]:
+    """Per layer, W_K of every head: (H, d_head, d), from the fused QKV layout (q, k, v blocks)."""
+    return _qkv_block(model, 1)
+
+
+def ov_weights(model) -> list[torch.Tensor]:
+    """Per layer, W_O W_V of every head: (H, d, d); head h reads the V block's rows h*d_head.. and
+    writes through the output projection's columns h*d_head.."""
+    out = []
+    for block, wv in zip(model.blocks, _qkv_block(model, 2)):
+        H, dh, d = wv.shape
+        wo = block.attn.proj.weight.detach().double().reshape(d, H, dh).permute(1, 0, 2)  # (H, d, dh)
+        out.append(wo @ wv)
     return out
 
 
 def frame_vectors(model, tokens: list[int], variant: str) -> list[torch.Tensor]:
-    """Per layer the vectors whose cosines are measured: (H, n, d_head) keys or (H, d_head, d) columns."""
-    wk = key_weights(model)
+    """Per layer the vectors whose cosines are measured: (H, n, d_head) keys, (H, n, d) OV vectors,
+    or (H, d_head, d) columns."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown key-frame variant {variant!r}; allowed: {', '.join(VARIANTS)}")
     if variant == "wk_columns":
-        return wk
-    e = model.embed.tok.weight.detach()[torch.as_tensor(tokens)]
-    out = []
-    for block, w in zip(model.blocks, wk):
-        x = block.norm1(e) if variant == "tokens_prenorm" else e
-        out.append(torch.einsum("nd,hkd->hnk", x.double(), w))
-    return out
+        return key_weights(model)
+    e = model.embed.tok.weight.detach()[torch.as_tensor(tokens)].double()
+    if variant.startswith("ov"):
+        vecs = [torch.einsum("nd,hkd->hnk", e, w) for w in ov_weights(model)]
+    else:
+        vecs = []
+        for block, w in zip(model.blocks, key_weights(model)):
+            x = block.norm1(e.to(block.norm1.weight.dtype)).double() if variant == "tokens_prenorm" else e
+            vecs.append(torch.einsum("nd,hkd->hnk", x, w))
+    if variant.endswith("centred"):
+        vecs = [v - v.mean(-2, keepdim=True) for v in vecs]
+    return vecs
 
 
 def per_head(model, tokens: list[int], variant: str) -> list[np.ndarray]:
@@ -108,27 +138,16 @@ def per_head(model, tokens: list[int], variant: str) -> list[np.ndarray]:
     return [np.atleast_1d(stats.mean_offdiag_abs_cosine(v)) for v in frame_vectors(model, tokens, variant)]
 
 
-def random_null(model, tokens: list[int], variant: str, n_null: int, seed: int) -> list[np.ndarray]:
-    """Per layer, ``n_null`` layer means of the statistic on shape-matched N(0, 0.02) weights."""
-    g = torch.Generator().manual_seed(seed)
-    d = model.embed.tok.weight.shape[1]
-    n = len(tokens)
-    out = []
-    for block, w in zip(model.blocks, key_weights(model)):
-        H, dh, _ = w.shape
-        wk = torch.randn(n_null, H, dh, d, generator=g, dtype=torch.float64) * 0.02
-        if variant == "wk_columns":
-            vecs = wk
-        else:
-            e = torch.randn(n_null, n, d, generator=g, dtype=torch.float64) * 0.02
-            if variant == "tokens_prenorm":
-                norm = copy.deepcopy(block.norm1).double()
-                norm.reset_parameters()
-                with torch.no_grad():
-                    e = norm(e)
-            vecs = torch.einsum("snd,shkd->shnk", e, wk)
-        out.append(stats.mean_offdiag_abs_cosine(vecs).mean(-1))  # (n_null,)
-    return out
+def random_null(draw: Callable[[int], torch.nn.Module], jobs: dict[str, tuple[str, list[int]]], n_null: int,
+                seed: int) -> dict[str, list[np.ndarray]]:
+    """Per job (``{key: (variant, tokens)}``) and layer, ``n_null`` layer means of the statistic on
+    the models ``draw(seed + i)``: fresh initialisations of the run's architecture."""
+    out: dict[str, list[list[float]]] = {key: [] for key in jobs}
+    for i in range(n_null):
+        model = draw(seed + i)
+        for key, (variant, toks) in jobs.items():
+            out[key].append([float(h.mean()) for h in per_head(model, toks, variant)])
+    return {key: list(np.asarray(v).T) for key, v in out.items()}  # per layer: (n_null,)
 
 
 def _pairs(model, tokens, variant) -> list[np.ndarray]:
@@ -138,19 +157,20 @@ def _pairs(model, tokens, variant) -> list[np.ndarray]:
 def run(ctx: Context, n_null: int = 200, n_perm: int = 1000) -> dict:
     tokens, what = hypothesis_tokens(ctx.task)
     init = ctx.init_model
+    law = ctx.model.config.init
     out: dict = {"tokens": what, "token_ids": tokens, "headline": HEADLINE, "n_null": n_null,
-                 "null_init": ctx.init_source, "null_random": "embeddings and W_K ~ N(0, 0.02), seeded",
-                 "variants": {}}
-    jobs = [(v, v, tokens) for v in VARIANTS]
+                 "null_init": ctx.init_source,
+                 "null_random": f"fresh initialisations of the architecture (init={law!r}), seeded", "variants": {}}
+    jobs = {v: (v, tokens) for v in VARIANTS}
     for prefix, (ids, desc) in extra_token_sets(ctx.task).items():
         out.setdefault("extra_tokens", {})[prefix] = {"token_ids": ids, "tokens": desc}
-        jobs += [(prefix + v, v, ids) for v in VARIANTS if v != "wk_columns"]
+        jobs |= {prefix + v: (v, ids) for v in TOKEN_VARIANTS}
+    jobs = {k: (v, toks) for k, (v, toks) in jobs.items() if v == "wk_columns" or len(toks) >= 2}
     with torch.no_grad():
-        for key, variant, toks in jobs:
-            if variant != "wk_columns" and len(toks) < 2:
-                continue
+        null = random_null(ctx.fresh_model, jobs, n_null, ctx.seed + 17)
+        for key, (variant, toks) in jobs.items():
             trained, at_init = per_head(ctx.model, toks, variant), per_head(init, toks, variant)
-            rand = random_null(ctx.model, toks, variant, n_null, ctx.seed + 17)
+            rand = null[key]
             pairs_t, pairs_0 = _pairs(ctx.model, toks, variant), _pairs(init, toks, variant)
             signed = [stats.mean_offdiag_cosine(v.numpy()) for v in frame_vectors(ctx.model, toks, variant)]
             layers = []

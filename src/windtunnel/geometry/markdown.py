@@ -127,6 +127,12 @@ def dynamics(r: dict) -> list[str]:
     if "attention_settles_before_error" in r:
         out += [f"Attention settles before the error: {f(r['attention_settles_before_error'])}; the error improves "
                 f"{f(r['error_improvement_after_attention_settles'], '.1f')}× after the attention has settled."]
+    frames = [c["key_frame_variants_layer0"] for c in r["checkpoints"] if "key_frame_variants_layer0" in c]
+    if frames:
+        keys = list(frames[0])
+        out += ["", "Layer-0 key frame (mean |cos|) by variant across the checkpoints:", ""]
+        out += table(["step"] + keys, [[str(c["step"])] + [f(c["key_frame_variants_layer0"][k], ".3f") for k in keys]
+                                       for c in r["checkpoints"]])
     return out
 
 

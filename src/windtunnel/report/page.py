@@ -37,12 +37,31 @@ def _eval(run_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _probe_curve(run_dir: Path) -> tuple[list[int], list[float]]:
-    """The held-out entropy-error checks logged during training (``metrics.jsonl``)."""
+def _probe_curve(run_dir: Path, metric: str = "entropy_error") -> tuple[list[int], list[float]]:
+    """The held-out checks of ``metric`` logged during training (``probe_<metric>`` in ``metrics.jsonl``)."""
     from windtunnel.train.trainer import _metrics_log
 
-    rows = [r for r in _metrics_log(run_dir, float("inf")) if "probe_entropy_error" in r]
-    return [r["step"] for r in rows], [r["probe_entropy_error"] for r in rows]
+    key = f"probe_{metric}"
+    rows = [r for r in _metrics_log(run_dir, float("inf")) if key in r]
+    return [r["step"] for r in rows], [r[key] for r in rows]
+
+
+#: a run is "still learning" when its probe metric improved by more than this over the last quarter
+STILL_LEARNING = {"relative": 0.10, "accuracy": 0.02}
+
+
+def still_learning(steps: list[int], values: list[float], metric: str) -> tuple[float, float] | None:
+    """``(value a quarter of the run before the end, final value)`` when the probe metric still
+    improved over the last quarter of training by more than :data:`STILL_LEARNING` (10% of an
+    error, or 0.02 of accuracy); None when it had levelled off (or the curve is too short)."""
+    if len(steps) < 3:
+        return None
+    cut = steps[-1] - (steps[-1] - steps[0]) / 4
+    before = [v for s, v in zip(steps, values) if s <= cut][-1]
+    last = values[-1]
+    if metric == "accuracy":
+        return (before, last) if last - before > STILL_LEARNING["accuracy"] else None
+    return (before, last) if last < (1 - STILL_LEARNING["relative"]) * before else None
 
 
 def _main_curves(ev: dict[str, Any], length: str | None = None) -> dict[str, Any]:
@@ -92,8 +111,8 @@ def sweep_report(folder: Path) -> tuple[str, str]:
     title = f"windtunnel report: sweep {sweep.name}"
     lines = [sweep_markdown(summary, sweep, title), ""]
     experiments = list(dict.fromkeys(r.experiment for r in runs))
-    accuracy_experiments = {r.experiment for r in (sweep.primitives.rules.values() if sweep.primitives else [])
-                            if r.metric == "accuracy"}
+    rule_metric = {r.experiment: r.metric for r in (sweep.primitives.rules.values() if sweep.primitives else [])}
+    accuracy_experiments = {e for e, m in rule_metric.items() if m == "accuracy"}
     for i, exp in enumerate(experiments):
         members = [r for r in runs if r.experiment == exp and is_finished(folder / r.name, r.config)]
         if not members:
@@ -145,11 +164,22 @@ def sweep_report(folder: Path) -> tuple[str, str]:
             lines += ["### Accuracy", ""] + table(["model", "accuracy [95% CI]", "paper"], body)
             lines += ["", _img(f"{FILES}/{slug}_accuracy.png", f"{exp} accuracy"), ""]
 
-        curves = {label: _probe_curve(folder / r.name) for label, r in chosen.items()}
+        metric = rule_metric.get(exp, "entropy_error")
+        curves = {label: _probe_curve(folder / r.name, metric) for label, r in chosen.items()}
         curves = {k: v for k, v in curves.items() if v[0]}
+        if not curves and metric != "entropy_error":  # runs logged before the probe had this metric
+            metric = "entropy_error"
+            curves = {k: v for k, v in ((lb, _probe_curve(folder / r.name)) for lb, r in chosen.items()) if v[0]}
         if curves:
-            plots.training_curves_plot(curves, files / f"{slug}_training.png", title=f"{exp}: training")
-            lines += ["### Training", "", _img(f"{FILES}/{slug}_training.png", f"{exp} training curves"), ""]
+            plots.training_curves_plot(curves, files / f"{slug}_training.png", title=f"{exp}: training ({metric})",
+                                       metric=metric)
+            lines += ["### Training", "", f"The held-out probe's {metric.replace('_', ' ')} during training.", "",
+                      _img(f"{FILES}/{slug}_training.png", f"{exp} training curves"), ""]
+            learning = {k: v for k, v in ((k, still_learning(*c, metric)) for k, c in curves.items()) if v}
+            if learning:
+                lines += ["Still learning at the end of the budget (the probe improved over the last quarter of "
+                          "training): " + "; ".join(f"{html.escape(k, quote=False)} ({metric.replace('_', ' ')} "
+                                                     f"{a:.4g} -> {b:.4g})" for k, (a, b) in learning.items()) + ".", ""]
 
         for r in members:
             geo = geometry_section(folder / r.name, r.name, level=4)

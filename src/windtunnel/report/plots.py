@@ -49,9 +49,10 @@ def length_plot(per_length: dict[str, dict[str, Any]], path: Path | str, title: 
     return _save(fig, path)
 
 
-def _log_axes(ax, xlabel: str, ylabel: str, title: str = "") -> None:
-    """Log y axis, labels, grid, legend and title: the style every line plot here shares."""
-    ax.set_yscale("log")
+def _log_axes(ax, xlabel: str, ylabel: str, title: str = "", log: bool = True) -> None:
+    """Log (or linear) y axis, labels, grid, legend and title: the style every line plot here shares."""
+    if log:
+        ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, which="both")
@@ -106,10 +107,15 @@ def accuracy_plot(acc: dict[str, tuple[float, float, float]], path: Path | str, 
     return _save(fig, path)
 
 
-def training_curves_plot(curves: dict[str, tuple[list[int], list[float]]], path: Path | str, title: str = "") -> Path:
-    """Held-out entropy error during training (the probe checks in ``metrics.jsonl``), one line per run."""
+def training_curves_plot(curves: dict[str, tuple[list[int], list[float]]], path: Path | str, title: str = "",
+                         metric: str = "entropy_error") -> Path:
+    """A held-out probe metric during training (``probe_<metric>`` in ``metrics.jsonl``), one line
+    per run: errors in bits on a log axis, accuracy on a linear one."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    for label, (steps, err) in curves.items():
-        ax.plot(steps, [max(e, 1e-6) for e in err], marker="o", ms=3, label=label)
-    _log_axes(ax, "training step", "probe entropy error (bits)", title)
+    log = metric != "accuracy"
+    for label, (steps, vals) in curves.items():
+        ax.plot(steps, [max(v, 1e-6) for v in vals] if log else vals, marker="o", ms=3, label=label)
+    ylabel = {"entropy_error": "probe entropy error (bits)", "kl_bayes_model": "probe KL(Bayes || model) (bits)",
+              "accuracy": "probe accuracy"}.get(metric, f"probe {metric}")
+    _log_axes(ax, "training step", ylabel, title, log=log)
     return _save(fig, path)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from windtunnel.config import ConfigError
-from windtunnel.evaluate.evaluator import evaluate, quick_entropy_error, sample_eval
+from windtunnel.evaluate.evaluator import evaluate, probe_metrics, sample_eval
 from windtunnel.models import make_model, model_class
 from windtunnel.tasks import Task, make_generator, make_task
 from windtunnel.train.checkpoint import (
@@ -234,7 +234,7 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
 
             row = {"step": step, "loss": loss.item(), "lr": opt.param_groups[0]["lr"], "grad_norm": float(gnorm), "seconds": seconds}
             if step % eval_every == 0 or step == tc.steps:
-                row["probe_entropy_error"] = quick_entropy_error(model, task, probe)
+                row.update(probe_metrics(model, task, probe))
                 bar.set_postfix(loss=f"{row['loss']:.4f}", dH=f"{row['probe_entropy_error']:.4f}")
             log.write(json.dumps(row) + "\n")
             if step == tc.steps or time.monotonic() - last_resume > tc.resume_every_s:
