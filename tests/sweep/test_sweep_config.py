@@ -1,5 +1,7 @@
 """Sweep configs: validation, grids, expansion into run configs, the shipped sweeps."""
 
+import json
+
 import pytest
 
 from windtunnel.config import ConfigError
@@ -126,6 +128,15 @@ def test_paper1_quick_is_the_comparison_on_the_quick_profiles():
     hmm = [r for r in runs if r.config.task == "hmm"]
     assert all(r.config.eval.lengths == [30, 50] and r.config.task_params["K"] == 20 for r in hmm)
     assert set(sweep.primitives.rules) == {"accumulation", "transport", "binding"}
+    for task in ("bijection", "hmm", "recall"):  # within a task: same steps, data, optimiser and init law
+        mine = [r.config for r in runs if r.config.task == task]
+        assert len({c.train.model_dump_json() for c in mine}) == 1, task
+        assert len({json.dumps(c.task_params, sort_keys=True) for c in mine}) == 1, task
+        assert len({c.model_params.get("init", "normal") for c in mine}) == 1, task
+        assert not any(c.model_params.get("tie_head") for c in mine if task != "bijection"), task
+    recall = next(r.config for r in runs if r.config.task == "recall")
+    assert recall.task_params["M"] == recall.task_params["N"]  # every stored key queried
+    assert sweep.diagnose is not None and set(sweep.diagnose.models) == {"transformer", "mamba"}
 
 
 def test_paper1_expands_to_the_paper_settings():
