@@ -10,9 +10,11 @@ without a marker fails :func:`test_every_block_is_marked` (see ``docblocks.py``)
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -20,6 +22,9 @@ from pathlib import Path
 
 import pytest
 from docblocks import ROOT, SHELL, Block, all_blocks
+from typer.testing import CliRunner
+
+from windtunnel.cli import app
 
 BLOCKS = all_blocks()
 BIN = Path(sys.executable).parent
@@ -61,15 +66,13 @@ def test_every_block_is_marked():
 
 
 def test_help_of_every_command(workdir):
-    from windtunnel.cli import app
     import typer.main
 
     names = sorted(typer.main.get_command(app).commands)
     assert {"tasks", "sample", "train", "eval", "run", "sweep", "report", "diagnose", "llm"} <= set(names)
     for cmd in ([], *([n] for n in names)):
-        res = subprocess.run([str(BIN / "windtunnel"), *cmd, "--help"], cwd=workdir, env=_env(),
-                             capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0 and "Usage" in res.stdout, (cmd, res.stdout, res.stderr)
+        res = CliRunner().invoke(app, [*cmd, "--help"])
+        assert res.exit_code == 0 and "Usage" in res.output, (cmd, res.output)
 
 
 @pytest.mark.parametrize("block", _runnable("fast"), ids=_id)
@@ -146,6 +149,32 @@ def _substitute(text: str, workdir: Path, shell: bool) -> str:
     return re.sub(r"[\w./-]*<hash>[\w./-]*", resolve, text)
 
 
+def _windtunnel_argv(text: str) -> list[str] | None:
+    """The arguments of a plain ``windtunnel ...`` command (no shell syntax), else None."""
+    try:
+        argv = shlex.split(text, comments=True)
+    except ValueError:
+        return None
+    plain = text.split("#")[0]
+    if not argv or argv[0] != "windtunnel" or any(ch in plain.replace("<hash>", "") for ch in "$|;&`<>"):
+        return None
+    return argv[1:]
+
+
+@contextlib.contextmanager
+def _in(folder: Path):
+    """Run in ``folder`` with the environment of a docs command (restored afterwards)."""
+    old_cwd, old_env = os.getcwd(), dict(os.environ)
+    os.chdir(folder)
+    os.environ.update(FORCE)
+    try:
+        yield
+    finally:
+        os.chdir(old_cwd)
+        os.environ.clear()
+        os.environ.update(old_env)
+
+
 def _sh(script: str, cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
     res = subprocess.run(["bash", "-c", script], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
     assert res.returncode == 0, f"{script}\nexit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
@@ -160,14 +189,23 @@ def _run_block(block: Block, workdir: Path, kinds: set[str]) -> None:
                              text=True, timeout=timeout)
         assert res.returncode == 0, f"{block.name}: python block failed\n{source}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
         return
+    selected = [c for c in block.commands if c.kind in kinds]
+    assert selected
+    if all(_windtunnel_argv(c.text) is not None for c in selected):  # only `windtunnel ...` commands: in this process, without starting Python each time
+        for cmd in selected:
+            argv = [_substitute(a, workdir, shell=False) for a in _windtunnel_argv(cmd.text)]
+            with _in(workdir):
+                res = CliRunner().invoke(app, argv)
+            if res.exit_code != cmd.clause.code:
+                pytest.fail(f"{block.path.name}:{cmd.line}: `{cmd.text}` exited {res.exit_code}, expected "
+                            f"{cmd.clause.code}\n{res.output[-3000:]}\n{res.exception!r}")
+        return
     # one bash script, so that a command sees the variables of the earlier ones; each command's
     # exit code is checked right after it
     lines = []
-    ran = []
     for i, cmd in enumerate(block.commands):
         if cmd.kind not in kinds:
             continue
-        ran.append(cmd)
         lines += [_substitute(cmd.text, workdir, shell=True),
                   f'__rc=$?; if [ "$__rc" != {cmd.clause.code} ]; then '
                   f'echo "__docs__ command {i} exited $__rc, expected {cmd.clause.code}" >&2; exit 97; fi']
@@ -179,4 +217,3 @@ def _run_block(block: Block, workdir: Path, kinds: set[str]) -> None:
         pytest.fail(f"{block.path.name}:{cmd.line}: `{cmd.text}` exited {failed[2]}, expected {failed[3]}\n"
                     f"stdout:\n{res.stdout[-3000:]}\nstderr:\n{res.stderr[-3000:]}")
     assert res.returncode == 0, f"{block.name}: exit {res.returncode}\n{res.stderr[-3000:]}"
-    assert ran
