@@ -93,13 +93,14 @@ def test_slow_block(block, workdir, slow_fixtures):
 def workdir(tmp_path_factory) -> Path:
     """A copy of the repository's tracked files (no venv, no runs), with the docs' data files."""
     out = tmp_path_factory.mktemp("docs") / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
-    for rel in files:
-        src = ROOT / rel
-        if src.is_file():
-            (out / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, out / rel)
+    git = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True)
+    if git.returncode == 0:
+        for rel in git.stdout.splitlines():
+            if (ROOT / rel).is_file():
+                (out / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / rel, out / rel)
+    else:  # not a git checkout
+        shutil.copytree(ROOT, out, ignore=shutil.ignore_patterns(".git", ".venv", "runs", "__pycache__", "*.egg-info"))
     for b in BLOCKS:
         if b.kind == "file":
             (out / b.clauses[0].name).write_text(b.body + "\n")
@@ -217,3 +218,18 @@ def _run_block(block: Block, workdir: Path, kinds: set[str]) -> None:
         pytest.fail(f"{block.path.name}:{cmd.line}: `{cmd.text}` exited {failed[2]}, expected {failed[3]}\n"
                     f"stdout:\n{res.stdout[-3000:]}\nstderr:\n{res.stderr[-3000:]}")
     assert res.returncode == 0, f"{block.name}: exit {res.returncode}\n{res.stderr[-3000:]}"
+
+
+def test_a_command_that_does_not_do_what_its_marker_says_fails(tmp_path):
+    doc = ("<!-- docs: fast -->\n```bash\nwindtunnel sample bijection --V 1\n```\n\n"
+           "<!-- docs: fails 2 -->\n```bash\nwindtunnel sample bijection --V 3 --L 2 --n 1\n```\n\n"
+           "<!-- docs: fast -->\n```bash\nX=1; test \"$X\" = 2\n```\n\n"
+           "<!-- docs: fast -->\n```python\nraise SystemExit(3)\n```\n")
+    from docblocks import parse_blocks
+
+    expected = ["`windtunnel sample bijection --V 1` exited 2, expected 0",
+                "`windtunnel sample bijection --V 3 --L 2 --n 1` exited 0, expected 2",
+                "exited 1, expected 0", "python block failed"]
+    for block, message in zip(parse_blocks(tmp_path / "d.md", doc), expected, strict=True):
+        with pytest.raises(pytest.fail.Exception if "python" not in message else AssertionError, match=message):
+            _run_block(block, tmp_path, {"fast", "fails"})
