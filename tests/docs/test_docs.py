@@ -3,7 +3,7 @@
 Blocks marked ``fast`` (and ``fails N``) run here in CI, ``slow`` ones with ``make test-slow``,
 each in a working folder that is a copy of the repository, with the venv's commands first on
 PATH. Every command runs as written, except for the placeholders a reader fills in (``<hash>``,
-``RUN_DIR``, hub model ids, which become tiny local models) and for the environment variable
+``RUN_DIR``, hub model ids, which become tiny local models without hub revisions) and for the environment variable
 ``WINDTUNNEL_FORCE_SET``, which cuts training, evaluation and LLM runs to seconds. A block
 without a marker fails :func:`test_every_block_is_marked` (see ``docblocks.py``).
 """
@@ -38,6 +38,7 @@ HUB_MODELS = {  # hub id -> tiny family model of tests/llm/llm_tiny.py
     "mistralai/Mistral-7B-v0.1": "mistral",
     "./my-checkpoint": "llama",
 }
+HUB_ONLY = ["--init-revision step0", 'init_revision="step0", ']  # a revision exists only on the hub
 FORCE = {
     "WINDTUNNEL_FORCE_SET": " ".join([
         "train.steps=3", "train.batch_size=8", "train.threads=1", "train.checkpoints=1", "train.eval_probe_size=8",
@@ -137,7 +138,10 @@ def _substitute(text: str, workdir: Path, shell: bool) -> str:
     for name, value in PLACEHOLDERS.items():
         text = re.sub(rf"\b{name}\b", value, text)
     for hub, family in HUB_MODELS.items():
-        text = text.replace(hub, str(workdir / "tiny-models" / family))
+        if hub in text:
+            text = text.replace(hub, str(workdir / "tiny-models" / family))
+            for option in HUB_ONLY:
+                text = text.replace(option, "")
 
     def resolve(m: re.Match) -> str:  # the newest match: the run an earlier command just made
         pattern = m[0].replace("<hash>", "*")
