@@ -198,7 +198,7 @@ def _run_block(block: Block, workdir: Path, kinds: set[str]) -> None:
     assert selected
     if all(_windtunnel_argv(c.text) is not None for c in selected):  # only `windtunnel ...` commands: in this process, without starting Python each time
         for cmd in selected:
-            argv = [_substitute(a, workdir, shell=False) for a in _windtunnel_argv(cmd.text)]
+            argv = _windtunnel_argv(_substitute(cmd.text, workdir, shell=False))
             with _in(workdir):
                 res = CliRunner().invoke(app, argv)
             if res.exit_code != cmd.clause.code:
