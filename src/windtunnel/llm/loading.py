@@ -1,6 +1,6 @@
 """Load a causal LM by hub id, local folder or local ``.gguf`` file, the same way for every user.
 
-transformers is an optional dependency (``pip install 'windtunnel[llm]'``): it is imported
+transformers is an optional dependency (the ``llm`` extra: ``make setup EXTRAS=llm``): it is imported
 here, lazily, and a missing install raises a :class:`ConfigError` that says what to install.
 Models load with ``attn_implementation="eager"`` (the only implementation that returns
 attention weights), ``trust_remote_code`` off unless asked, in eval mode. The tokenizer pads on
@@ -10,7 +10,6 @@ the left so that the last position of every row is its last real token.
 from __future__ import annotations
 
 import gc
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,19 +17,13 @@ from typing import Any
 import torch
 
 from windtunnel.config import ConfigError
+from windtunnel.config import require as require_optional
 from windtunnel.llm.adapters import Adapter, adapter_for
 from windtunnel.llm.config import LLMOptions
 
-INSTALL_HINT = "pip install 'windtunnel[llm]'"
-
-
 def require(module: str = "transformers"):
     """Import an optional dependency of the llm extra or explain how to install it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ConfigError(f"windtunnel llm needs the optional package '{module}' ({exc}); install it with: "
-                          f"{INSTALL_HINT}") from None
+    return require_optional(module, "llm", "windtunnel llm")
 
 
 def _version_tuple(v: str) -> tuple[int, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
 import torch
@@ -13,9 +14,17 @@ from windtunnel.tasks.base import TaskSpec
 
 
 def count_params(name: str, spec: TaskSpec, params: dict[str, Any] | None = None) -> int:
-    """Trainable parameter count of a model, built on the meta device (no memory, no init)."""
+    """Trainable parameter count of a model, built on the meta device (no memory, no init).
+
+    Counts are cached per (architecture class, task spec, params): a sweep matches the same
+    models at every seed, and building a model, even on the meta device, costs milliseconds."""
+    return _count(model_class(name), name, spec, json.dumps(params or {}, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=4096)
+def _count(cls: type, name: str, spec: TaskSpec, params_json: str) -> int:
     with torch.device("meta"):
-        return make_model(name, spec, params).n_params()
+        return make_model(name, spec, json.loads(params_json)).n_params()
 
 
 def match_capacity(name: str, spec: TaskSpec, target_params: int, params: dict[str, Any] | None = None,

@@ -14,7 +14,7 @@ import math
 import torch
 from pydantic import Field
 
-from windtunnel.config import ConfigError
+from windtunnel.config import ConfigError, require
 from windtunnel.models.base import Capture, InputAdapter, ModelConfig, OutputHead, WindModel, register_model
 from windtunnel.tasks.base import TaskSpec
 
@@ -55,12 +55,7 @@ class Mamba2Config(ModelConfig):
 
 
 def _transformers():
-    try:
-        import transformers
-    except ImportError:
-        raise ConfigError("model 'mamba2' needs the transformers package: "
-                          "pip install 'windtunnel[llm]' (or the test extra)") from None
-    return transformers
+    return require("transformers", "llm", "model 'mamba2'")
 
 
 @register_model

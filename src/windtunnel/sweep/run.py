@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from windtunnel.config import ConfigError
+from windtunnel.config import ConfigError, require
 from windtunnel.sweep.aggregate import aggregate, primitives, run_rows, write_csv
 from windtunnel.sweep.config import SweepConfig
 from windtunnel.sweep.expand import SweepRun, expand
@@ -131,10 +131,7 @@ def ray_resources(run: SweepRun, sweep: SweepConfig) -> dict[str, float]:
 
 
 def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, address: str | None, log) -> dict[str, str]:
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("--backend ray needs Ray: pip install 'windtunnel[ray]'") from None
+    ray = require("ray", "ray", "--backend ray")
 
     started = not ray.is_initialized()
     if started:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from windtunnel.config import ConfigError, StrictConfig
+from windtunnel.config import ConfigError, StrictConfig, forced_overrides
 
 
 class TrainConfig(StrictConfig):
@@ -143,8 +143,13 @@ def resolve_run(
             train=prof.get("train", {}),
             eval=prof.get("eval", {}),
         )
-    doc = apply_overrides(doc, overrides or [])
-    return RunConfig.build(doc, where="run")
+    doc = apply_overrides(doc, [*(overrides or []), *(o for o in forced_overrides() if not o.startswith("llm."))])
+    cfg = RunConfig.build(doc, where="run")
+    # the task's and the model's own fields, named as the user wrote them (task_params.V)
+    task_class(task).Config.build(cfg.task_params, where=f"task '{task}'", section="task_params")
+    model_class(model).Config.build(cfg.model_params, where=f"model '{model}'", section="model_params")
+    return cfg
+
 
 
 def read_run_config(path: Path) -> RunConfig:
