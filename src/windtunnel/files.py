@@ -41,8 +41,9 @@ def disk_full_names(path: Path | str):
         raise
 
 
-def _write(f, data: bytes) -> None:
-    """The one place bytes go to disk (tests inject ``ENOSPC`` here): write, flush, fsync."""
+def _write(path: Path, f, data: bytes) -> None:
+    """The one place bytes go to disk (tests inject ``ENOSPC`` here): write ``data`` to the open
+    file ``f`` (the file for ``path``), flush, fsync."""
     view = memoryview(data)
     while view:  # an unbuffered file may take part of the data per call
         view = view[f.write(view):]
@@ -56,7 +57,7 @@ def write_synced(path: Path | str, data: bytes | str) -> None:
     with disk_full_names(path):
         try:
             with open(path, "wb") as f:
-                _write(f, data.encode() if isinstance(data, str) else data)
+                _write(path, f, data.encode() if isinstance(data, str) else data)
         except BaseException:
             path.unlink(missing_ok=True)
             raise
@@ -70,7 +71,7 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> None:
     with disk_full_names(path):
         try:
             with os.fdopen(fd, "wb") as f:
-                _write(f, data)
+                _write(path, f, data)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -87,7 +88,7 @@ def append_text(path: Path | str, text: str) -> None:
     with disk_full_names(path), open(path, "ab", buffering=0) as f:
         size = os.fstat(f.fileno()).st_size
         try:
-            _write(f, text.encode())
+            _write(path, f, text.encode())
         except BaseException:
             os.ftruncate(f.fileno(), size)
             raise
