@@ -63,9 +63,10 @@ def _log_axes(ax, xlabel: str, ylabel: str, title: str = "") -> None:
         ax.set_title(title)
 
 
-def _save(fig, path: Path | str) -> Path:
+def _save(fig, path: Path | str, tight: bool = True) -> Path:
     """Save ``fig`` atomically (a full disk leaves the previous image, never half of one)."""
-    fig.tight_layout()
+    if tight:  # not with a colorbar spanning several axes
+        fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
