@@ -123,19 +123,29 @@ def sample(
 
 
 def _run_errors(fn):
-    """Run ``fn`` and turn the errors a user can cause into a message and an exit code."""
+    """Run ``fn`` and turn the errors a user can cause into a message and an exit code:
+    2 bad input or a folder another process writes, 3 an unreadable checkpoint, 4 training or
+    sweep failures, 5 a full disk, 130 / 143 stopped by SIGINT / SIGTERM (resumable)."""
+    from windtunnel.files import DiskFullError
+    from windtunnel.interrupt import Interrupted, command_line
+    from windtunnel.lock import FolderLocked
     from windtunnel.sweep.run import SweepError
     from windtunnel.train.checkpoint import CheckpointError
     from windtunnel.train.trainer import TrainingError
 
     try:
         return fn()
-    except ConfigError as exc:
+    except (ConfigError, FolderLocked) as exc:
         fail(str(exc), 2)
     except CheckpointError as exc:
         fail(str(exc), 3)
     except (TrainingError, SweepError) as exc:
         fail(str(exc), 4)
+    except DiskFullError as exc:
+        fail(str(exc), 5)
+    except Interrupted as exc:
+        typer.echo(f"{exc}\nto resume, run the same command again: {command_line()}", err=True)
+        raise typer.Exit(exc.exit_code) from None
 
 
 @app.command()
@@ -169,7 +179,8 @@ def eval_cmd(
     json_out: bool = typer.Option(False, "--json", help="print the evaluation as JSON"),
 ) -> None:
     """Re-evaluate a run's final weights on the held-out stream (writes eval.json and plots)."""
-    from windtunnel.train.checkpoint import CheckpointError, atomic_write_text, list_checkpoints, load_weights, read_state
+    from windtunnel.files import atomic_write_text
+    from windtunnel.train.checkpoint import CheckpointError, list_checkpoints, load_weights, read_state
     from windtunnel.train.config import read_run_config
     from windtunnel.train.trainer import build, evaluate_run
 

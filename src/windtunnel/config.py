@@ -8,10 +8,12 @@ the value given and what is allowed.
 from __future__ import annotations
 
 import os
+import types
+import typing
 from typing import Any, Mapping
 
 import pydantic
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from pydantic_core import PydanticUndefined
 
 
@@ -20,9 +22,18 @@ class ConfigError(ValueError):
 
 
 class StrictConfig(BaseModel):
-    """Base for configs: unknown fields rejected, values validated on assignment, frozen."""
+    """Base for configs: unknown fields rejected, values validated on assignment, frozen;
+    numbers must be finite, and a boolean is not taken for a number (pydantic would read
+    ``true`` as 1)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_number(cls, value: Any, info: ValidationInfo) -> Any:
+        if _bool_for_number(cls.model_fields[info.field_name].annotation, value):
+            raise ValueError("a boolean is not a number")
+        return value
 
     @classmethod
     def build(cls, params: Mapping[str, Any] | None = None, *, where: str | None = None, section: str = ""):
@@ -56,6 +67,22 @@ class StrictConfig(BaseModel):
                 }
             )
         return out
+
+
+def _bool_for_number(annotation: Any, value: Any) -> bool:
+    """``value`` is (or holds, in a list, tuple or dict) a bool where ``annotation`` wants a number."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if isinstance(value, bool):
+        options = args if origin in (typing.Union, types.UnionType) else (annotation,)
+        return bool not in options and any(o in (int, float) for o in options)
+    if origin in (typing.Union, types.UnionType):
+        return any(_bool_for_number(a, value) for a in args if a is not type(None))
+    if isinstance(value, (list, tuple)) and origin in (list, tuple, set, frozenset) and args:
+        items = args if origin is tuple and Ellipsis not in args and len(args) == len(value) else (args[0],) * len(value)
+        return any(_bool_for_number(a, v) for a, v in zip(items, value))
+    if isinstance(value, dict) and origin is dict and len(args) == 2:
+        return any(_bool_for_number(args[1], v) for v in value.values())
+    return False
 
 
 def _type_name(annotation: Any) -> str:

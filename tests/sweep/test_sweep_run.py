@@ -5,10 +5,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from sweep_tiny import TINY_OVERRIDES, tiny_sweep_doc
+from sweep_tiny import TINY_OVERRIDES, tiny_sweep_doc, two_run_sweep, wait_for_second_run
 from typer.testing import CliRunner
 
 from windtunnel.cli import app
@@ -141,36 +140,12 @@ def test_default_folder_is_extended_by_more_seeds(tmp_path, monkeypatch):
 
 def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
     """SIGKILL a real `windtunnel sweep` during its second run; the rerun skips the first and resumes the second."""
-    doc = tiny_sweep_doc(
-        grid={},
-        primitives=None,
-        experiments=[
-            {"task": "bijection", "models": ["transformer"], "match_capacity": None,
-             "overrides": ["task_params.V=6", "task_params.L=5", "model_params.n_layers=1", "model_params.d_model=16"]},
-            {"task": "bijection", "name": "long", "models": ["lstm"], "match_capacity": None,
-             "overrides": ["task_params.V=6", "task_params.L=5", "model_params.n_layers=1", "model_params.d_model=16",
-                           "train.steps=600", "train.resume_every_s=0.05"]},
-        ],
-    )
-    path = tmp_path / "sweep.json"
-    path.write_text(json.dumps(doc))
-    out = tmp_path / "out"
-    args = [sys.executable, "-m", "windtunnel", "sweep", str(path), "--out", str(out), "--quiet"]
+    args, out = two_run_sweep(tmp_path)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    first = second = None
-    while time.time() < deadline and proc.poll() is None:
-        if (out / "sweep.json").exists():
-            _, runs = read_manifest(out)
-            first, second = out / runs[0].name, out / runs[1].name
-            if (first / "eval.json").exists() and any(
-                    (p / "optim.safetensors").exists() and s > 50 for s, p in list_checkpoints(second)):
-                break
-        time.sleep(0.02)
+    first, second = wait_for_second_run(proc, out)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert first is not None and (first / "eval.json").exists(), "the first run did not finish in time"
     assert not (second / "eval.json").exists(), "the sweep finished before it was killed"
     mtime = (first / "eval.json").stat().st_mtime_ns
     resumed_from = max(s for s, p in list_checkpoints(second) if (p / "optim.safetensors").exists())

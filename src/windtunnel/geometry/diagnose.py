@@ -25,7 +25,7 @@ from windtunnel.config import ConfigError
 from windtunnel.geometry import ablation, attention, dynamics, keyframe, logit_lens, manifold, recurrent
 from windtunnel.geometry.context import Context
 from windtunnel.geometry.markdown import render
-from windtunnel.train.checkpoint import atomic_write_text
+from windtunnel.files import atomic_write_text
 
 
 @dataclass(frozen=True)

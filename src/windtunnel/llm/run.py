@@ -69,7 +69,7 @@ def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dic
     from windtunnel.llm import analyses as A
     from windtunnel.llm.loading import load_model
     from windtunnel.llm.report import render
-    from windtunnel.train.checkpoint import atomic_write_text
+    from windtunnel.files import atomic_write_text
 
     opts = options.pop("options", None) if isinstance(options.get("options"), LLMOptions) else None
     opts = opts or build_options(options)

@@ -51,9 +51,7 @@ def key_frame(res: dict, out: Path) -> list[Path]:
             ax.set_yticks([])
         fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="cosine")
         fig.suptitle("Layer-0 key cosines of the hypothesis tokens", fontsize=10)
-        fig.savefig(out / "key_cosines_layer0.png", dpi=110)
-        plt.close(fig)
-        paths.append(out / "key_cosines_layer0.png")
+        paths.append(_save(fig, out / "key_cosines_layer0.png", tight=False))
     return paths
 
 
@@ -88,9 +86,7 @@ def attention(res: dict, out: Path) -> list[Path]:
         ax.set_xlabel("earlier scored position j")
     axes[0][0].set_ylabel("query position i")
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="cos(q_i, k_j)")
-    fig.savefig(out / "qk_alignment.png", dpi=110)
-    plt.close(fig)
-    paths.append(out / "qk_alignment.png")
+    paths.append(_save(fig, out / "qk_alignment.png", tight=False))
 
     if "bijection_mass" in res:
         bm = res["bijection_mass"]
@@ -120,9 +116,7 @@ def value_manifold(res: dict, out: Path) -> list[Path]:
         ax.set_ylabel("PC2")
     fig.colorbar(sc, ax=axes.tolist(), label="H_Bayes (bits)")
     fig.suptitle(f"Value manifold: PCA of '{res['headline']}' (standardised)", fontsize=10)
-    fig.savefig(out / "value_manifold_pca.png", dpi=110)
-    plt.close(fig)
-    paths.append(out / "value_manifold_pca.png")
+    paths.append(_save(fig, out / "value_manifold_pca.png", tight=False))
 
     names = list(res["representations"])
     reps = res["representations"]
@@ -231,9 +225,7 @@ def recurrent(res: dict, out: Path) -> list[Path]:
         ax.set_xlabel("PC1")
         ax.set_ylabel("PC2")
     fig.suptitle("Final-layer states (raw PCA)", fontsize=10)
-    fig.savefig(out / "recurrent_pca.png", dpi=110)
-    plt.close(fig)
-    return [out / "recurrent_pca.png"]
+    return [_save(fig, out / "recurrent_pca.png", tight=False)]
 
 
 PLOTTERS = {"key_frame": key_frame, "attention": attention, "value_manifold": value_manifold,

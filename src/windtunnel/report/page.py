@@ -24,7 +24,7 @@ from typing import Any
 from windtunnel.config import ConfigError
 from windtunnel.geometry.markdown import table
 from windtunnel.report import plots
-from windtunnel.train.checkpoint import atomic_write_text
+from windtunnel.files import atomic_write_text
 
 FILES = "report_files"
 

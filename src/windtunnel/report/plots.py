@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from windtunnel.files import atomic_write_bytes  # noqa: E402
 
 
 def calibration_plot(curves: dict[str, dict[str, Any]], path: Path | str, title: str = "") -> Path:
@@ -61,12 +64,16 @@ def _log_axes(ax, xlabel: str, ylabel: str, title: str = "", log: bool = True) -
         ax.set_title(title)
 
 
-def _save(fig, path: Path | str) -> Path:
-    fig.tight_layout()
+def _save(fig, path: Path | str, tight: bool = True) -> Path:
+    """Save ``fig`` atomically (a full disk leaves the previous image, never half of one)."""
+    if tight:  # not with a colorbar spanning several axes
+        fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", dpi=120)
     plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
     return path
 
 

@@ -124,7 +124,7 @@ class Diagnose(StrictConfig):
             try:
                 parse_analyses(self.analyses)
             except ConfigError as exc:
-                raise ValueError(str(exc)) from None
+                raise ValueError(f"analyses: {exc}") from None
         return self
 
 

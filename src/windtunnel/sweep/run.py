@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from windtunnel.config import ConfigError, require
+from windtunnel.files import DiskFullError
+from windtunnel.interrupt import Interrupted, StopFlag, stop_on_signals
+from windtunnel.lock import folder_lock
 from windtunnel.sweep.aggregate import aggregate, primitives, run_rows, write_csv
 from windtunnel.sweep.config import SweepConfig
 from windtunnel.sweep.expand import SweepRun, expand
-from windtunnel.train.checkpoint import atomic_write_text
+from windtunnel.files import atomic_write_text
 from windtunnel.train.config import RunConfig
 
 
@@ -111,12 +114,15 @@ def train_one(config: dict[str, Any], run_dir: str, progress: bool = False) -> d
     return res.eval
 
 
-def _run_local(runs: list[SweepRun], out: Path, progress: bool, log) -> dict[str, str]:
+def _run_local(runs: list[SweepRun], out: Path, progress: bool, log, stop: StopFlag) -> dict[str, str]:
     failed = {}
     for i, run in enumerate(runs, 1):
+        stop.check()
         log(f"[{i}/{len(runs)}] {run.name} ({run.experiment})")
         try:
             train_one(run.config.model_dump(mode="json"), str(out / run.name), progress=progress)
+        except DiskFullError:
+            raise  # the next runs would fail the same way
         except Exception as exc:  # noqa: BLE001  one run's failure (NaN, OOM, a bad device) must not stop the others
             failed[run.name] = f"{type(exc).__name__}: {exc}".splitlines()[0]
             log(f"  failed: {failed[run.name]}")
@@ -130,7 +136,8 @@ def ray_resources(run: SweepRun, sweep: SweepConfig) -> dict[str, float]:
     return {"num_cpus": cpus, "num_gpus": res.num_gpus}
 
 
-def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, address: str | None, log) -> dict[str, str]:
+def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, address: str | None, log,
+             stop: StopFlag) -> dict[str, str]:
     ray = require("ray", "ray", "--backend ray")
 
     started = not ray.is_initialized()
@@ -151,7 +158,13 @@ def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, address: str |
         log(f"submitted {len(pending)} runs to Ray ({ray.cluster_resources().get('CPU', 0):.0f} CPUs in the cluster)")
         done_count = 0
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            if stop.signum is not None:  # the runs in flight resume from their newest resumable checkpoints
+                for ref in pending:
+                    ray.cancel(ref, force=True)
+                stop.check()
+            if not done:
+                continue
             run = pending.pop(done[0])
             done_count += 1
             try:
@@ -193,29 +206,49 @@ def run_sweep(
         raise ConfigError(f"backend = {backend!r}; allowed: local, ray")
     runs = runs if runs is not None else expand(sweep, overrides, grid)
     out = Path(out) if out is not None else default_out(sweep, overrides)
-    _write_manifest(out, sweep, runs, log)
-    distinct = unique_runs(runs)
-    todo = [r for r in distinct if not is_finished(out / r.name, r.config)]
-    outcome = SweepOutcome(out, runs, [r.name for r in todo], [r.name for r in distinct if r not in todo])
-    log(f"sweep {sweep.name}: {len(distinct)} runs in {out}; {len(outcome.skipped)} finished (skipped), {len(todo)} to run")
-    t0 = time.perf_counter()
-    if todo:
-        out = out.resolve()
-        if backend == "local":
-            outcome.failed = _run_local(todo, out, progress, log)
-        else:
-            outcome.failed = _run_ray(todo, out, sweep, address, log)
-    outcome.trained = [n for n in outcome.trained if n not in outcome.failed]
-    if sweep.diagnose is not None:
-        outcome.failed.update(diagnose_runs(outcome.out, sweep, distinct, log))
-    outcome.seconds = time.perf_counter() - t0
-    outcome.summary = write_tables(outcome.out, sweep, runs, outcome.failed)
+    with folder_lock(out, "sweep"), stop_on_signals() as stop:
+        _write_manifest(out, sweep, runs, log)
+        distinct = unique_runs(runs)
+        todo = [r for r in distinct if not is_finished(out / r.name, r.config)]
+        outcome = SweepOutcome(out, runs, [r.name for r in todo], [r.name for r in distinct if r not in todo])
+        log(f"sweep {sweep.name}: {len(distinct)} runs in {out}; {len(outcome.skipped)} finished (skipped), "
+            f"{len(todo)} to run")
+        t0 = time.perf_counter()
+        try:
+            if todo:
+                if backend == "local":
+                    outcome.failed = _run_local(todo, out.resolve(), progress, log, stop)
+                else:
+                    outcome.failed = _run_ray(todo, out.resolve(), sweep, address, log, stop)
+            outcome.trained = [n for n in outcome.trained if n not in outcome.failed]
+            if sweep.diagnose is not None:
+                outcome.failed.update(diagnose_runs(outcome.out, sweep, distinct, log))
+        except Interrupted as exc:
+            raise _sweep_stopped(exc, out, sweep, runs) from None
+        outcome.seconds = time.perf_counter() - t0
+        outcome.summary = write_tables(outcome.out, sweep, runs, outcome.failed)
     if outcome.failed:
         raise SweepError(
             f"{len(outcome.failed)} of {len(distinct)} runs failed ({', '.join(outcome.failed)}); the others' results "
             f"are in {outcome.out}. Run the sweep again to retry them."
         )
     return outcome
+
+
+def _sweep_stopped(exc: Interrupted, out: Path, sweep: SweepConfig, runs: list[SweepRun]) -> Interrupted:
+    """The sweep-level message for a stop: which runs are done (their tables written), which are not."""
+    distinct = unique_runs(runs)
+    done = [r.name for r in distinct if is_finished(out / r.name, r.config)]
+    if exc.immediate:
+        return Interrupted(exc.signum, f"{len(done)} of {len(distinct)} runs of the sweep in {out} are finished", True)
+    write_tables(out, sweep, runs)
+    left = [r.name for r in distinct if r.name not in done]
+    return Interrupted(
+        exc.signum,
+        f"sweep {sweep.name}: {len(done)} of {len(distinct)} runs finished"
+        + (f" ({', '.join(done)})" if done else "") + f", tables of those in {out}/summary.md; "
+        f"{len(left)} to run" + (f" ({', '.join(left)}), each resuming from its newest checkpoint" if left else ""),
+    )
 
 
 def diagnose_runs(out: Path, sweep: SweepConfig, runs: list[SweepRun], log) -> dict[str, str]:

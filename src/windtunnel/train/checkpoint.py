@@ -6,8 +6,9 @@ Layout inside a run directory::
                            state.json           step, metrics, timestamps
                            optim.safetensors    optimizer moments + RNG states (resumable ones)
 
-Every checkpoint is written into a temporary folder and renamed into place, so a run killed
-at any moment leaves either the old checkpoints or the new one, never a half-written one.
+Every checkpoint is written (fsynced) into a temporary folder and renamed into place, so a run
+killed at any moment, or stopped by a full disk, leaves either the old checkpoints or the new
+one, never a half-written one.
 Only the newest resumable checkpoint keeps its optimizer file; the weight-only ones form the
 log-spaced schedule that the training-dynamics analyses read.
 """
@@ -24,7 +25,9 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
+
+from windtunnel.files import disk_full_names, write_synced
 
 
 class CheckpointError(RuntimeError):
@@ -45,17 +48,6 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
         if p.is_dir() and p.name.startswith("step_") and (p / "state.json").is_file():
             out.append((int(p.name[5:]), p))
     return sorted(out)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be read by others
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _optim_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -94,22 +86,27 @@ def save_checkpoint(
 ) -> Path:
     """Write checkpoint ``step`` atomically; with ``optimizer`` it is resumable."""
     final = checkpoint_dir(run_dir, step)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".tmp_{final.name}_"))
-    weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    save_file(weights, str(tmp / "model.safetensors"))
-    meta: dict[str, Any] = {"step": step, **state, "resumable": optimizer is not None}
-    if optimizer is not None:
-        tensors, optim_meta = _optim_tensors(optimizer)
-        tensors["rng.torch_cpu"] = torch.get_rng_state()
-        for name, g in (generators or {}).items():
-            tensors[f"rng.gen.{name}"] = g.get_state()
-        save_file(tensors, str(tmp / "optim.safetensors"))
-        meta["optimizer"] = optim_meta
-    (tmp / "state.json").write_text(json.dumps(meta, indent=1, default=float))
-    if final.exists():  # the same step written again (a resumed run): replace it
-        shutil.rmtree(final)
-    os.rename(tmp, final)
+    with disk_full_names(final):
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".tmp_{final.name}_"))
+    try:
+        weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+        write_synced(tmp / "model.safetensors", save(weights))
+        meta: dict[str, Any] = {"step": step, **state, "resumable": optimizer is not None}
+        if optimizer is not None:
+            tensors, optim_meta = _optim_tensors(optimizer)
+            tensors["rng.torch_cpu"] = torch.get_rng_state()
+            for name, g in (generators or {}).items():
+                tensors[f"rng.gen.{name}"] = g.get_state()
+            write_synced(tmp / "optim.safetensors", save(tensors))
+            meta["optimizer"] = optim_meta
+        write_synced(tmp / "state.json", json.dumps(meta, indent=1, default=float))
+        if final.exists():  # the same step written again (a resumed run): replace it
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+    except BaseException:  # a full disk, a second Ctrl-C: no half-written checkpoint is left
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if optimizer is not None:  # older resumable checkpoints become weight-only
         for s, p in list_checkpoints(run_dir):
             if s != step and (p / "optim.safetensors").exists():

@@ -22,15 +22,12 @@ from tqdm.auto import tqdm
 
 from windtunnel.config import ConfigError
 from windtunnel.evaluate.evaluator import evaluate, probe_metrics, sample_eval
+from windtunnel.files import append_text, atomic_write_text
+from windtunnel.interrupt import StopFlag, stop_on_signals
+from windtunnel.lock import folder_lock
 from windtunnel.models import make_model, model_class
 from windtunnel.tasks import Task, make_generator, make_task
-from windtunnel.train.checkpoint import (
-    atomic_write_text,
-    latest_resumable,
-    load_resume,
-    log_spaced_steps,
-    save_checkpoint,
-)
+from windtunnel.train.checkpoint import latest_resumable, load_resume, log_spaced_steps, save_checkpoint
 from windtunnel.train.config import RunConfig, read_run_config
 
 
@@ -152,11 +149,12 @@ def _prepare_dir(run_dir: Path, config: RunConfig) -> None:
 
 
 def _metrics_log(run_dir: Path, resume_step: int) -> list[dict]:
-    """Records already logged up to ``resume_step`` (later ones belong to lost work)."""
+    """Records already logged up to ``resume_step`` (later ones belong to lost work). Only
+    complete lines count: a line still being appended is not read."""
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in path.read_text().split("\n")[:-1] if line.strip()]
     return [r for r in rows if r.get("step", 0) <= resume_step]
 
 
@@ -164,7 +162,12 @@ def _metrics_log(run_dir: Path, resume_step: int) -> list[dict]:
 # The loop
 # ---------------------------------------------------------------------------------------
 def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluate_at_end: bool = True) -> RunResult:
-    """Train (or resume, or just load a finished) run in ``run_dir`` and evaluate it."""
+    """Train (or resume, or just load a finished) run in ``run_dir`` and evaluate it.
+
+    The run directory is locked while this runs (:mod:`windtunnel.lock`). A SIGINT or SIGTERM
+    stops training after the current step with a resumable checkpoint and raises
+    :class:`~windtunnel.interrupt.Interrupted`; calling ``train`` again continues exactly.
+    """
     run_dir = Path(run_dir)
     tc = config.train
     device = resolve_device(tc.device)
@@ -172,10 +175,32 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
         torch.set_num_threads(tc.threads)
     task, model = build(config)
     loss_kind = check_loss(tc.loss, task)
-    _prepare_dir(run_dir, config)
-    model.to(device)
-    n_params = model.n_params()
+    with folder_lock(run_dir, "run"), stop_on_signals() as stop:
+        _prepare_dir(run_dir, config)
+        model.to(device)
+        step, seconds = _train_loop(config, run_dir, task, model, loss_kind, device, progress, stop)
+        eval_file = run_dir / "eval.json"
+        result_eval: dict[str, Any] = {}
+        if evaluate_at_end:
+            if eval_file.exists():
+                result_eval = json.loads(eval_file.read_text())
+            else:
+                result_eval = evaluate_run(model, task, config)
+                result_eval.update(n_params=model.n_params(), steps=step, train_seconds=seconds)
+                atomic_write_text(eval_file, json.dumps(result_eval, indent=1))
+        stop.check(f"{run_dir} finished its {step} steps")
+    return RunResult(run_dir, config, model.n_params(), step, seconds, result_eval)
 
+
+def _train_loop(config: RunConfig, run_dir: Path, task: Task, model: torch.nn.Module, loss_kind: str,
+                device: torch.device, progress: bool, stop: StopFlag) -> tuple[int, float]:
+    """Resume from the newest resumable checkpoint and train to ``train.steps``; returns (steps, seconds).
+
+    Metrics lines are kept in memory and appended to ``metrics.jsonl`` before each checkpoint and
+    probe check, so the log on disk always covers the newest resumable checkpoint.
+    """
+    tc = config.train
+    n_params = model.n_params()
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
     opt = torch.optim.AdamW(
@@ -194,12 +219,23 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
     if resume is not None:
         state = load_resume(resume, model, opt, {"train": data_gen})
         step, seconds = state["step"], state.get("train_seconds", 0.0)
-    rows = _metrics_log(run_dir, step)
-    atomic_write_text(run_dir / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    metrics = run_dir / "metrics.jsonl"
+    atomic_write_text(metrics, "".join(json.dumps(r) + "\n" for r in _metrics_log(run_dir, step)))
+    pending: list[str] = []
+    saved = step if resume is not None else None  # the step of the newest resumable checkpoint
 
-    def checkpoint(resumable: bool, extra: dict | None = None) -> None:
-        state = {"train_seconds": seconds, "n_params": n_params, **(extra or {})}
+    def write_metrics() -> None:
+        if pending:
+            append_text(metrics, "".join(pending))
+            pending.clear()
+
+    def checkpoint(resumable: bool) -> None:
+        nonlocal saved
+        write_metrics()
+        state = {"train_seconds": seconds, "n_params": n_params}
         save_checkpoint(run_dir, step, model, state, opt if resumable else None, {"train": data_gen} if resumable else None)
+        if resumable:
+            saved = step
 
     if step == 0 and resume is None:
         checkpoint(resumable=tc.steps == 0)  # the initialisation, for the diagnostics' nulls
@@ -207,54 +243,49 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
     amp = autocast_dtype(tc.precision, device)
     bar = tqdm(total=tc.steps, initial=step, disable=not progress, desc=config.run_name(), dynamic_ncols=True)
     last_resume = time.monotonic()
-    with open(run_dir / "metrics.jsonl", "a") as log:
-        while step < tc.steps:
-            t0 = time.perf_counter()
-            model.train()
-            for g in opt.param_groups:
-                g["lr"] = tc.lr * lr_at(step, tc)
-            batch = task.sample(tc.batch_size, data_gen)
-            with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                out = model(batch.inputs, positions=batch.positions)
-            loss = loss_fn(loss_kind, out, batch)
-            if not torch.isfinite(loss):
-                raise TrainingError(
-                    f"non-finite loss ({loss.item()}) at step {step}; the last checkpoint in {run_dir} is kept. "
-                    "Try a lower train.lr or train.precision=fp32."
-                )
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip if tc.grad_clip > 0 else float("inf"))
-            opt.step()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            seconds += time.perf_counter() - t0
-            step += 1
-            bar.update(1)
-
-            row = {"step": step, "loss": loss.item(), "lr": opt.param_groups[0]["lr"], "grad_norm": float(gnorm), "seconds": seconds}
-            if step % eval_every == 0 or step == tc.steps:
-                row.update(probe_metrics(model, task, probe))
-                bar.set_postfix(loss=f"{row['loss']:.4f}", dH=f"{row['probe_entropy_error']:.4f}")
-            log.write(json.dumps(row) + "\n")
-            if step == tc.steps or time.monotonic() - last_resume > tc.resume_every_s:
-                log.flush()
+    while step < tc.steps:
+        if stop.signum is not None:
+            if saved != step:
                 checkpoint(resumable=True)
-                last_resume = time.monotonic()
-            elif step in weight_steps:
-                checkpoint(resumable=False)
-    bar.close()
+            bar.close()
+            stop.check(f"{run_dir} stopped at step {step} of {tc.steps}; a resumable checkpoint is saved")
+        t0 = time.perf_counter()
+        model.train()
+        for g in opt.param_groups:
+            g["lr"] = tc.lr * lr_at(step, tc)
+        batch = task.sample(tc.batch_size, data_gen)
+        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+            out = model(batch.inputs, positions=batch.positions)
+        loss = loss_fn(loss_kind, out, batch)
+        if not torch.isfinite(loss):
+            raise TrainingError(
+                f"non-finite loss ({loss.item()}) at step {step}; the last checkpoint in {run_dir} is kept. "
+                "Try a lower train.lr or train.precision=fp32."
+            )
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip if tc.grad_clip > 0 else float("inf"))
+        opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds += time.perf_counter() - t0
+        step += 1
+        bar.update(1)
 
-    eval_file = run_dir / "eval.json"
-    result_eval: dict[str, Any] = {}
-    if evaluate_at_end:
-        if eval_file.exists():
-            result_eval = json.loads(eval_file.read_text())
-        else:
-            result_eval = evaluate_run(model, task, config)
-            result_eval.update(n_params=n_params, steps=step, train_seconds=seconds)
-            atomic_write_text(eval_file, json.dumps(result_eval, indent=1))
-    return RunResult(run_dir, config, n_params, step, seconds, result_eval)
+        row = {"step": step, "loss": loss.item(), "lr": opt.param_groups[0]["lr"], "grad_norm": float(gnorm), "seconds": seconds}
+        if step % eval_every == 0 or step == tc.steps:
+            row.update(probe_metrics(model, task, probe))
+            bar.set_postfix(loss=f"{row['loss']:.4f}", dH=f"{row['probe_entropy_error']:.4f}")
+        pending.append(json.dumps(row) + "\n")
+        if step == tc.steps or time.monotonic() - last_resume > tc.resume_every_s:
+            checkpoint(resumable=True)
+            last_resume = time.monotonic()
+        elif step in weight_steps:
+            checkpoint(resumable=False)
+        elif "probe_entropy_error" in row:
+            write_metrics()
+    bar.close()
+    return step, seconds
 
 
 def evaluate_run(model: torch.nn.Module, task: Task, config: RunConfig) -> dict[str, Any]:
