@@ -110,6 +110,7 @@ def sweep_report(folder: Path) -> tuple[str, str]:
     files = folder / FILES
     title = f"windtunnel report: sweep {sweep.name}"
     lines = [sweep_markdown(summary, sweep, title), ""]
+    lines += claims_section(folder, runs)
     experiments = list(dict.fromkeys(r.experiment for r in runs))
     rule_metric = {r.experiment: r.metric for r in (sweep.primitives.rules.values() if sweep.primitives else [])}
     accuracy_experiments = {e for e, m in rule_metric.items() if m == "accuracy"}
@@ -193,6 +194,26 @@ def sweep_report(folder: Path) -> tuple[str, str]:
         lines += ["### Runs", ""] + table(["run", "model", "grid point", "params", "steps", "train s"], body) + [""]
     lines += ["## Sweep config", ""] + _config_block(sweep.model_dump(mode="json"))
     return title, "\n".join(lines)
+
+
+def claims_section(folder: Path, runs: list) -> list[str]:
+    """Paper I's geometric claims (:mod:`windtunnel.geometry.claims`) against the diagnosed runs
+    (per task and architecture, the lowest seed that has ``diagnostics.json``)."""
+    from windtunnel.geometry import claims
+
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in sorted(runs, key=lambda r: r.config.train.seed):
+        path = folder / r.name / "diagnostics.json"
+        key = (r.config.task, r.config.model)
+        if key not in found and path.is_file():
+            found[key] = json.loads(path.read_text()).get("results", {})
+    rows = claims.check(found)
+    if not rows:
+        return []
+    body = [[r["claim"], r["run"], r["paper"], r["measured"], f"**{r['verdict']}**"] for r in rows]
+    return ["## Paper I's geometric claims at this scale", "",
+            "Rules: `windtunnel.geometry.claims` (holds / partly / does not hold, each against its null).", ""] + table(
+        ["claim", "run", "Paper I", "measured here", "verdict"], body) + [""]
 
 
 def _one_per_setting(members: list) -> dict[str, Any]:
