@@ -68,6 +68,8 @@ def test_sweep_report_is_one_self_contained_page(sweep_dir):
     assert page.count("<table>") >= 6
     assert "v3 table" in page and "1.000 (acc.)" in page  # the paper's numbers beside ours
     assert "value manifold" in md.lower()
+    # the diagnosed bijection transformer gives the attention-focusing claim its verdict
+    assert "## Paper I's geometric claims at this scale" in md and "attention focusing (bijection)" in md
     # each experiment's learning curve shows its primitive's metric
     assert "training (kl_bayes_model)" not in md  # titles live in the PNGs; the text names the metric
     assert "The held-out probe's kl bayes model during training." in md
