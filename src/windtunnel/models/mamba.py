@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
+from windtunnel.models import scan_ext
 from windtunnel.models.base import (
     Capture,
     InputAdapter,
@@ -88,6 +89,25 @@ class SelectiveScan(torch.autograd.Function):
                 grad_B.transpose(0, 1), grad_C.transpose(0, 1))
 
 
+class CppSelectiveScan(torch.autograd.Function):
+    """The selective scan with the D skip, in C++ (``csrc/selective_scan.cpp``): the forward keeps
+    only a (batch, d_inner, d_state) state in flight and saves nothing but its inputs; the backward
+    recomputes the states block by block and returns every gradient in one pass.
+
+    Shapes: u, dt (B, T, Di); A (Di, N); B, C (B, T, N); D (Di,)."""
+
+    @staticmethod
+    def forward(ctx, u, dt, A, B, C, D):
+        args = [x.contiguous() for x in (u, dt, A.t(), B, C, D)]
+        ctx.save_for_backward(*args)
+        return torch.ops.windtunnel_scan.fwd(*args)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        gu, gdt, gAt, gB, gC, gD = torch.ops.windtunnel_scan.bwd(*ctx.saved_tensors, grad_y.contiguous())
+        return gu, gdt, gAt.t(), gB, gC, gD
+
+
 @functools.cache
 def _cuda_selective_scan():
     """``mamba_ssm``'s fused selective scan, or None when it is not installed."""
@@ -108,6 +128,8 @@ def selective_scan(u: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.
         return kernel(u.mT, dt.mT, A, B.mT, C.mT, D.float()).mT
     dtype = torch.promote_types(u.dtype, torch.float32)
     with torch.autocast(u.device.type, enabled=False):  # the scan runs in float32 (or float64)
+        if u.device.type == "cpu" and scan_ext.use_cpp():
+            return CppSelectiveScan.apply(*(x.to(dtype) for x in (u, dt, A, B, C, D)))
         y = SelectiveScan.apply(*(x.to(dtype) for x in (u, dt, A, B, C)))
     return y + u * D
 
