@@ -108,6 +108,31 @@ class CppSelectiveScan(torch.autograd.Function):
         return gu, gdt, gAt.t(), gB, gC, gD
 
 
+class CppCausalConvSiLU(torch.autograd.Function):
+    """SiLU of the depthwise causal conv1d, in C++: shifted multiply-adds over channel vectors,
+    reading u in place (a view into in_proj's output). u (B, T, Di); weight (Di, 1, K); bias (Di,)."""
+
+    @staticmethod
+    def forward(ctx, u, weight, bias):
+        w = weight.squeeze(1).t().contiguous()
+        ctx.save_for_backward(u, w, bias)
+        return torch.ops.windtunnel_scan.conv_silu_fwd(u, w, bias)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        gu, gw, gb = torch.ops.windtunnel_scan.conv_silu_bwd(*ctx.saved_tensors, grad_out.contiguous())
+        return gu, gw.t().unsqueeze(1), gb
+
+
+def causal_conv_silu(u: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
+    """silu(conv(u)) over time with the output at t seeing u up to t. u (B, T, Di) -> (B, T, Di)."""
+    if u.device.type == "cpu" and conv.bias is not None and scan_ext.use_cpp():
+        dtype = torch.promote_types(u.dtype, torch.float32)
+        with torch.autocast("cpu", enabled=False):
+            return CppCausalConvSiLU.apply(u.to(dtype), conv.weight.to(dtype), conv.bias.to(dtype))
+    return F.silu(conv(u.mT)[..., : u.shape[1]].mT)
+
+
 @functools.cache
 def _cuda_selective_scan():
     """``mamba_ssm``'s fused selective scan, or None when it is not installed."""
@@ -159,9 +184,8 @@ class MambaMixer(nn.Module):
         self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))
 
     def forward(self, x: torch.Tensor, cache: Capture, name: str) -> torch.Tensor:
-        T = x.shape[1]
         u, z = self.in_proj(x).chunk(2, dim=-1)
-        u = F.silu(self.conv1d(u.mT)[..., :T].mT)
+        u = causal_conv_silu(u, self.conv1d)
         dt, B, C = self.x_proj(u).split(self.sizes, dim=-1)
         dt = F.softplus(self.dt_proj(dt))
         cache.put(f"{name}.dt", dt)

@@ -196,14 +196,117 @@ std::vector<at::Tensor> scan_bwd(const at::Tensor& u, const at::Tensor& dt, cons
   return {gu, gdt, gA_part.sum(0), gB_part.sum(1), gC_part.sum(1), gD_part.sum(0)};
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Depthwise causal conv1d + SiLU: out[b,t,d] = silu(bias[d] + sum_k w[k,d] x[b, t+k-(K-1), d]),
+// x (Bt, T, Di) with unit channel stride (any row strides: a view into in_proj's output),
+// w transposed to (K, Di), bias (Di). Shifted multiply-adds over channel vectors.
+// ---------------------------------------------------------------------------------------------
+template <typename scalar_t>
+inline Vectorized<scalar_t> sigmoid(const Vectorized<scalar_t>& v) {
+  const Vectorized<scalar_t> one(1);
+  return one / (one + v.neg().exp());
+}
+
+void check_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  TORCH_CHECK(x.dim() == 3 && x.stride(2) == 1, "conv: x must be (batch, T, d_inner) with unit channel stride");
+  TORCH_CHECK(w.dim() == 2 && w.size(1) == x.size(2) && w.is_contiguous(), "conv: w must be (K, d_inner)");
+  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == x.size(2) && bias.is_contiguous(), "conv: bias must be (d_inner,)");
+  TORCH_CHECK(x.device().is_cpu() && w.scalar_type() == x.scalar_type() && bias.scalar_type() == x.scalar_type(),
+              "conv: CPU tensors of one dtype");
+}
+
+at::Tensor conv_silu_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  check_conv(x, w, bias);
+  const int64_t Bt = x.size(0), T = x.size(1), Di = x.size(2), K = w.size(0);
+  const int64_t sb = x.stride(0), st = x.stride(1);
+  auto out = at::empty({Bt, T, Di}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv_silu_fwd", [&] {
+    using Vec = Vectorized<scalar_t>;
+    constexpr int64_t W = Vec::size();
+    const int64_t n_blocks = (Di + W - 1) / W;
+    const scalar_t *px = x.data_ptr<scalar_t>(), *pw = w.data_ptr<scalar_t>(), *pb = bias.data_ptr<scalar_t>();
+    scalar_t* po = out.data_ptr<scalar_t>();
+    at::parallel_for(0, Bt * n_blocks, 1, [&](int64_t begin, int64_t end) {
+      std::vector<Vec> wv(K);
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t b = item / n_blocks, d0 = (item % n_blocks) * W, cnt = std::min(W, Di - d0);
+        for (int64_t k = 0; k < K; ++k) wv[k] = load(pw + k * Di + d0, cnt);
+        const Vec bv = load(pb + d0, cnt);
+        const scalar_t* xb = px + b * sb + d0;
+        for (int64_t t = 0; t < T; ++t) {
+          Vec acc = bv;
+          for (int64_t k = std::max<int64_t>(0, K - 1 - t); k < K; ++k)
+            acc = at::vec::fmadd(wv[k], load(xb + (t + k - (K - 1)) * st, cnt), acc);
+          store(acc * sigmoid(acc), po + (b * T + t) * Di + d0, cnt);
+        }
+      }
+    });
+  });
+  return out;
+}
+
+// Returns (grad_x (Bt, T, Di), grad_w (K, Di), grad_bias (Di)).
+std::vector<at::Tensor> conv_silu_bwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                                      const at::Tensor& grad_out_) {
+  check_conv(x, w, bias);
+  auto grad_out = grad_out_.contiguous();
+  const int64_t Bt = x.size(0), T = x.size(1), Di = x.size(2), K = w.size(0);
+  TORCH_CHECK(grad_out.dim() == 3 && grad_out.size(0) == Bt && grad_out.size(1) == T && grad_out.size(2) == Di,
+              "conv: grad_out must be (batch, T, d_inner)");
+  const int64_t sb = x.stride(0), st = x.stride(1);
+  auto gx = at::empty({Bt, T, Di}, x.options());
+  auto gwb = at::empty({Bt, K + 1, Di}, x.options());  // per batch row: grad w, then grad bias
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv_silu_bwd", [&] {
+    using Vec = Vectorized<scalar_t>;
+    constexpr int64_t W = Vec::size();
+    const int64_t n_blocks = (Di + W - 1) / W;
+    const scalar_t *px = x.data_ptr<scalar_t>(), *pw = w.data_ptr<scalar_t>(), *pb = bias.data_ptr<scalar_t>(),
+                   *pgo = grad_out.data_ptr<scalar_t>();
+    scalar_t *pgx = gx.data_ptr<scalar_t>(), *pgwb = gwb.data_ptr<scalar_t>();
+    at::parallel_for(0, Bt * n_blocks, 1, [&](int64_t begin, int64_t end) {
+      std::vector<Vec> wv(K), gw(K + 1), gp(K);  // gp: ring of grad pre-activation at t .. t+K-1
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t b = item / n_blocks, d0 = (item % n_blocks) * W, cnt = std::min(W, Di - d0);
+        for (int64_t k = 0; k < K; ++k) { wv[k] = load(pw + k * Di + d0, cnt); gp[k] = Vec(0); }
+        for (int64_t k = 0; k <= K; ++k) gw[k] = Vec(0);
+        const Vec bv = load(pb + d0, cnt), one(1);
+        const scalar_t* xb = px + b * sb + d0;
+        for (int64_t t = T - 1; t >= 0; --t) {
+          Vec acc = bv;
+          const int64_t k0 = std::max<int64_t>(0, K - 1 - t);
+          for (int64_t k = k0; k < K; ++k) acc = at::vec::fmadd(wv[k], load(xb + (t + k - (K - 1)) * st, cnt), acc);
+          const Vec sg = sigmoid(acc);
+          const Vec g = load(pgo + (b * T + t) * Di + d0, cnt) * sg * at::vec::fmadd(acc, one - sg, one);
+          // gp[j] holds grad pre at time t + j; shift in the new one
+          for (int64_t j = K - 1; j > 0; --j) gp[j] = gp[j - 1];
+          gp[0] = g;
+          Vec gxv(0);  // x_t feeds out_{t+j} through w[K-1-j]
+          for (int64_t j = 0; j < K; ++j) gxv = at::vec::fmadd(wv[K - 1 - j], gp[j], gxv);
+          store(gxv, pgx + (b * T + t) * Di + d0, cnt);
+          for (int64_t k = k0; k < K; ++k) gw[k] = at::vec::fmadd(g, load(xb + (t + k - (K - 1)) * st, cnt), gw[k]);
+          gw[K] = gw[K] + g;
+        }
+        for (int64_t k = 0; k <= K; ++k) store(gw[k], pgwb + (b * (K + 1) + k) * Di + d0, cnt);
+      }
+    });
+  });
+  auto gsum = gwb.sum(0);
+  return {gx, gsum.narrow(0, 0, K).contiguous(), gsum[K].contiguous()};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(windtunnel_scan, m) {
   m.def("fwd(Tensor u, Tensor dt, Tensor At, Tensor B, Tensor C, Tensor D) -> Tensor");
   m.def("bwd(Tensor u, Tensor dt, Tensor At, Tensor B, Tensor C, Tensor D, Tensor grad_y) -> Tensor[]");
+  m.def("conv_silu_fwd(Tensor x, Tensor w, Tensor bias) -> Tensor");
+  m.def("conv_silu_bwd(Tensor x, Tensor w, Tensor bias, Tensor grad_out) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(windtunnel_scan, CPU, m) {
   m.impl("fwd", &scan_fwd);
   m.impl("bwd", &scan_bwd);
+  m.impl("conv_silu_fwd", &conv_silu_fwd);
+  m.impl("conv_silu_bwd", &conv_silu_bwd);
 }
