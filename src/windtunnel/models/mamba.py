@@ -133,6 +133,33 @@ def causal_conv_silu(u: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
     return F.silu(conv(u.mT)[..., : u.shape[1]].mT)
 
 
+class CppRMSNorm(torch.autograd.Function):
+    """RMSNorm over the last dimension in C++: one pass forward, one pass backward."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()
+        y, rstd = torch.ops.windtunnel_scan.rms_norm_fwd(x2, weight.contiguous(), eps)
+        ctx.save_for_backward(x2, weight, rstd)
+        return y.view(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        x2, weight, rstd = ctx.saved_tensors
+        gx, gw = torch.ops.windtunnel_scan.rms_norm_bwd(x2, weight.contiguous(), rstd, grad_y.reshape(x2.shape))
+        return gx.view(grad_y.shape), gw, None
+
+
+class RMSNorm(nn.RMSNorm):
+    """``nn.RMSNorm`` (same parameters and result), fused in C++ on the CPU path."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if (x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and self.weight is not None
+                and self.weight.dtype == x.dtype and scan_ext.use_cpp()):
+            return CppRMSNorm.apply(x, self.weight, self.eps if self.eps is not None else torch.finfo(x.dtype).eps)
+        return super().forward(x)
+
+
 @functools.cache
 def _cuda_selective_scan():
     """``mamba_ssm``'s fused selective scan, or None when it is not installed."""
@@ -198,7 +225,7 @@ class MambaMixer(nn.Module):
 class MambaBlock(nn.Module):
     def __init__(self, cfg: MambaConfig):
         super().__init__()
-        self.norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
+        self.norm = RMSNorm(cfg.d_model, eps=1e-5)
         self.mixer = MambaMixer(cfg)
 
     def forward(self, x: torch.Tensor, cache: Capture, name: str) -> torch.Tensor:
@@ -219,7 +246,7 @@ class Mamba(WindModel):
         c = self.config
         self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
         self.blocks = nn.ModuleList(MambaBlock(c) for _ in range(c.n_layers))
-        self.norm_f = nn.RMSNorm(c.d_model, eps=1e-5)
+        self.norm_f = RMSNorm(c.d_model, eps=1e-5)
         self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
 
     def capture_names(self) -> list[str]:

@@ -193,7 +193,10 @@ std::vector<at::Tensor> scan_bwd(const at::Tensor& u, const at::Tensor& dt, cons
       }
     });
   });
-  return {gu, gdt, gA_part.sum(0), gB_part.sum(1), gC_part.sum(1), gD_part.sum(0)};
+  const int64_t G = gB_part.size(1);
+  auto gB = G == 1 ? gB_part.view({Bt, T, N}) : gB_part.sum(1);
+  auto gC = G == 1 ? gC_part.view({Bt, T, N}) : gC_part.sum(1);
+  return {gu, gdt, gA_part.sum(0), gB, gC, gD_part.sum(0)};
 }
 
 
@@ -295,6 +298,96 @@ std::vector<at::Tensor> conv_silu_bwd(const at::Tensor& x, const at::Tensor& w, 
   return {gx, gsum.narrow(0, 0, K).contiguous(), gsum[K].contiguous()};
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// RMSNorm over the last dimension: y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps).
+// x (R, d) contiguous. The forward also returns rstd (R) for the backward. Rows are split into
+// fixed blocks (not per thread) so that grad w sums in the same order on any thread count.
+// ---------------------------------------------------------------------------------------------
+constexpr int64_t kRowBlock = 64;
+
+template <typename scalar_t>
+inline scalar_t hsum(const Vectorized<scalar_t>& v) {
+  alignas(64) scalar_t lanes[Vectorized<scalar_t>::size()];
+  v.store(lanes);
+  scalar_t s = 0;
+  for (int64_t i = 0; i < Vectorized<scalar_t>::size(); ++i) s += lanes[i];
+  return s;
+}
+
+std::vector<at::Tensor> rms_norm_fwd(const at::Tensor& x, const at::Tensor& w, double eps) {
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && w.dim() == 1 && w.size(0) == x.size(1) && w.is_contiguous() &&
+              x.scalar_type() == w.scalar_type() && x.device().is_cpu(), "rms_norm: x (rows, d), w (d)");
+  const int64_t R = x.size(0), d = x.size(1);
+  auto y = at::empty_like(x);
+  auto rstd = at::empty({R}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rms_norm_fwd", [&] {
+    using Vec = Vectorized<scalar_t>;
+    constexpr int64_t W = Vec::size();
+    const scalar_t *px = x.data_ptr<scalar_t>(), *pw = w.data_ptr<scalar_t>();
+    scalar_t *py = y.data_ptr<scalar_t>(), *pr = rstd.data_ptr<scalar_t>();
+    at::parallel_for(0, R, kRowBlock, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const scalar_t* xr = px + r * d;
+        Vec ss(0);
+        for (int64_t i = 0; i < d; i += W) {
+          const Vec v = load(xr + i, std::min(W, d - i));
+          ss = at::vec::fmadd(v, v, ss);
+        }
+        const scalar_t rs = scalar_t(1) / std::sqrt(hsum(ss) / scalar_t(d) + scalar_t(eps));
+        pr[r] = rs;
+        const Vec rv(rs);
+        for (int64_t i = 0; i < d; i += W) {
+          const int64_t c = std::min(W, d - i);
+          store(load(xr + i, c) * rv * load(pw + i, c), py + r * d + i, c);
+        }
+      }
+    });
+  });
+  return {y, rstd};
+}
+
+// Returns (grad_x, grad_w).
+std::vector<at::Tensor> rms_norm_bwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
+                                     const at::Tensor& grad_y_) {
+  auto gy = grad_y_.contiguous();
+  TORCH_CHECK(gy.sizes() == x.sizes() && gy.scalar_type() == x.scalar_type(), "rms_norm: grad_y must match x");
+  const int64_t R = x.size(0), d = x.size(1), n_blk = (R + kRowBlock - 1) / kRowBlock;
+  auto gx = at::empty_like(x);
+  auto gw_part = at::empty({n_blk, d}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rms_norm_bwd", [&] {
+    using Vec = Vectorized<scalar_t>;
+    constexpr int64_t W = Vec::size();
+    const scalar_t *px = x.data_ptr<scalar_t>(), *pw = w.data_ptr<scalar_t>(), *pr = rstd.data_ptr<scalar_t>(),
+                   *pgy = gy.data_ptr<scalar_t>();
+    scalar_t *pgx = gx.data_ptr<scalar_t>(), *pgw = gw_part.data_ptr<scalar_t>();
+    at::parallel_for(0, n_blk, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t blk = begin; blk < end; ++blk) {
+        scalar_t* gw = pgw + blk * d;
+        std::fill(gw, gw + d, scalar_t(0));
+        for (int64_t r = blk * kRowBlock; r < std::min(R, (blk + 1) * kRowBlock); ++r) {
+          const scalar_t *xr = px + r * d, *gr = pgy + r * d;
+          const Vec rv(pr[r]);
+          Vec dot(0);
+          for (int64_t i = 0; i < d; i += W) {
+            const int64_t c = std::min(W, d - i);
+            const Vec xv = load(xr + i, c), gv = load(gr + i, c);
+            dot = at::vec::fmadd(gv * load(pw + i, c), xv, dot);
+            store(at::vec::fmadd(gv * xv, rv, load(gw + i, c)), gw + i, c);
+          }
+          const scalar_t rs = pr[r];
+          const Vec k(hsum(dot) * rs * rs * rs / scalar_t(d));
+          for (int64_t i = 0; i < d; i += W) {
+            const int64_t c = std::min(W, d - i);
+            store(load(gr + i, c) * load(pw + i, c) * rv - load(xr + i, c) * k, pgx + r * d + i, c);
+          }
+        }
+      }
+    });
+  });
+  return {gx, gw_part.sum(0)};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(windtunnel_scan, m) {
@@ -302,6 +395,8 @@ TORCH_LIBRARY(windtunnel_scan, m) {
   m.def("bwd(Tensor u, Tensor dt, Tensor At, Tensor B, Tensor C, Tensor D, Tensor grad_y) -> Tensor[]");
   m.def("conv_silu_fwd(Tensor x, Tensor w, Tensor bias) -> Tensor");
   m.def("conv_silu_bwd(Tensor x, Tensor w, Tensor bias, Tensor grad_out) -> Tensor[]");
+  m.def("rms_norm_fwd(Tensor x, Tensor w, float eps) -> Tensor[]");
+  m.def("rms_norm_bwd(Tensor x, Tensor w, Tensor rstd, Tensor grad_y) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(windtunnel_scan, CPU, m) {
@@ -309,4 +404,6 @@ TORCH_LIBRARY_IMPL(windtunnel_scan, CPU, m) {
   m.impl("bwd", &scan_bwd);
   m.impl("conv_silu_fwd", &conv_silu_fwd);
   m.impl("conv_silu_bwd", &conv_silu_bwd);
+  m.impl("rms_norm_fwd", &rms_norm_fwd);
+  m.impl("rms_norm_bwd", &rms_norm_bwd);
 }
