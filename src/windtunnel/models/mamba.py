@@ -90,22 +90,31 @@ class SelectiveScan(torch.autograd.Function):
 
 
 class CppSelectiveScan(torch.autograd.Function):
-    """The selective scan with the D skip, in C++ (``csrc/selective_scan.cpp``): the forward keeps
-    only a (batch, d_inner, d_state) state in flight and saves nothing but its inputs; the backward
+    """The selective scan with the D skip, in C++ (``csrc/selective_scan.cpp``), optionally with
+    dt = softplus(dt_raw) and the gate out = y * silu(z) fused in: the forward keeps only a
+    (batch, d_inner, d_state) state in flight and saves nothing but its inputs; the backward
     recomputes the states block by block and returns every gradient in one pass.
 
-    Shapes: u, dt (B, T, Di); A (Di, N); B, C (B, T, N); D (Di,)."""
+    Shapes: u, dt (B, T, Di); A (Di, N); B, C (B, T, N); D (Di,); z (B, T, Di) or None. B, C and z
+    may be views with unit last stride (slices of the projections' outputs)."""
 
     @staticmethod
-    def forward(ctx, u, dt, A, B, C, D):
-        args = [x.contiguous() for x in (u, dt, A.t(), B, C, D)]
+    def forward(ctx, u, dt, A, B, C, D, z=None, dt_softplus=False):
+        args = [u.contiguous(), dt.contiguous(), A.t().contiguous(), _unit_last(B), _unit_last(C), D.contiguous(),
+                None if z is None else _unit_last(z)]
+        ctx.dt_softplus = dt_softplus
         ctx.save_for_backward(*args)
-        return torch.ops.windtunnel_scan.fwd(*args)
+        return torch.ops.windtunnel_scan.fwd(*args, dt_softplus)
 
     @staticmethod
     def backward(ctx, grad_y):
-        gu, gdt, gAt, gB, gC, gD = torch.ops.windtunnel_scan.bwd(*ctx.saved_tensors, grad_y.contiguous())
-        return gu, gdt, gAt.t(), gB, gC, gD
+        gu, gdt, gAt, gB, gC, gD, gz = torch.ops.windtunnel_scan.bwd(*ctx.saved_tensors, ctx.dt_softplus,
+                                                                     grad_y.contiguous())
+        return gu, gdt, gAt.t(), gB, gC, gD, gz if ctx.saved_tensors[-1] is not None else None, None
+
+
+def _unit_last(x: torch.Tensor) -> torch.Tensor:
+    return x if x.stride(-1) == 1 else x.contiguous()
 
 
 class CppCausalConvSiLU(torch.autograd.Function):
@@ -214,11 +223,20 @@ class MambaMixer(nn.Module):
         u, z = self.in_proj(x).chunk(2, dim=-1)
         u = causal_conv_silu(u, self.conv1d)
         dt, B, C = self.x_proj(u).split(self.sizes, dim=-1)
-        dt = F.softplus(self.dt_proj(dt))
-        cache.put(f"{name}.dt", dt)
+        dt = self.dt_proj(dt)
         cache.put(f"{name}.B", B)
         cache.put(f"{name}.C", C)
-        y = selective_scan(u, dt, -torch.exp(self.A_log), B, C, self.D)
+        A = -torch.exp(self.A_log)
+        if u.device.type == "cpu" and scan_ext.use_cpp():  # softplus, scan and gate in one C++ pass
+            if cache.wants(f"{name}.dt"):
+                cache.put(f"{name}.dt", F.softplus(dt))
+            dtype = torch.promote_types(u.dtype, torch.float32)
+            with torch.autocast("cpu", enabled=False):
+                y = CppSelectiveScan.apply(*(t.to(dtype) for t in (u, dt, A, B, C, self.D, z)), True)
+            return self.out_proj(y)
+        dt = F.softplus(dt)
+        cache.put(f"{name}.dt", dt)
+        y = selective_scan(u, dt, A, B, C, self.D)
         return self.out_proj(y * F.silu(z))
 
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from windtunnel.config import ConfigError
 from windtunnel.evaluate.evaluator import evaluate, quick_entropy_error, sample_eval
@@ -32,6 +31,7 @@ from windtunnel.train.checkpoint import (
     save_checkpoint,
 )
 from windtunnel.train.config import RunConfig, read_run_config
+from windtunnel.train.progress import progress_bar
 
 
 class TrainingError(RuntimeError):
@@ -205,7 +205,7 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
         checkpoint(resumable=tc.steps == 0)  # the initialisation, for the diagnostics' nulls
 
     amp = autocast_dtype(tc.precision, device)
-    bar = tqdm(total=tc.steps, initial=step, disable=not progress, desc=config.run_name(), dynamic_ncols=True)
+    bar = progress_bar(tc.steps, initial=step, desc=config.run_name(), enabled=progress)
     last_resume = time.monotonic()
     with open(run_dir / "metrics.jsonl", "a") as log:
         while step < tc.steps:

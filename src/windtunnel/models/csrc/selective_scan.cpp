@@ -1,22 +1,26 @@
-// Mamba-1 selective scan on the CPU: y_t = C_t . h_t + D u_t, h_t = exp(dt_t A) h_{t-1} + dt_t B_t u_t.
+// Mamba-1 selective scan on the CPU, with its input and output elementwise steps fused:
+//   dt = softplus(dt_raw) (optional), h_t = exp(dt_t A) h_{t-1} + dt_t B_t u_t,
+//   y_t = C_t . h_t + D u_t, out_t = y_t * silu(z_t) (optional gate).
 //
 // Built on first use by windtunnel.models.scan_ext (torch.utils.cpp_extension). The state h of one
 // batch row and a block of channels lives in a small buffer; the (T, B, D_inner, N) tensors of the
 // pure-PyTorch scan are never made. The forward saves nothing beyond its inputs; the backward
 // recomputes the states of one (batch row, channel block) into a T x N buffer that stays in cache
 // and runs the adjoint recurrence over it in reverse, producing every gradient in one pass.
-// Channels are the vector lanes (contiguous in u, dt, y); B_t, C_t are broadcast scalars. Work is
-// split over (batch row, channel group); each item writes its own slots of the partial sums, so
-// results do not depend on the number of threads.
+// Channels are the vector lanes (contiguous in u, dt, z, out); B_t, C_t are broadcast scalars.
+// Work is split over (batch row, channel group); each item writes its own slots of the partial
+// sums, so results do not depend on the number of threads.
 //
-// Shapes (all contiguous, one dtype): u, dt, y (Bt, T, Di); At = A transposed (N, Di);
-// Bm, Cm (Bt, T, N); D (Di).
+// Shapes (one dtype): u, dt (Bt, T, Di) contiguous; At = A transposed (N, Di) contiguous;
+// B, C (Bt, T, N) and z (Bt, T, Di) with unit last stride (views into the projections' outputs);
+// D (Di). An undefined z means no gate.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace {
@@ -35,55 +39,92 @@ inline void store(const Vectorized<scalar_t>& v, scalar_t* p, int64_t count) {
   if (count == W) v.store(p); else v.store(p, count);
 }
 
+template <typename scalar_t>
+inline Vectorized<scalar_t> sigmoid(const Vectorized<scalar_t>& v) {
+  const Vectorized<scalar_t> one(1);
+  return one / (one + v.neg().exp());
+}
+
+// softplus as torch computes it (beta 1, threshold 20), and its derivative sigmoid(x)
+template <typename scalar_t>
+inline void softplus(const Vectorized<scalar_t>& x, Vectorized<scalar_t>& sp, Vectorized<scalar_t>& sig) {
+  using Vec = Vectorized<scalar_t>;
+  const Vec e = x.exp(), one(1), big = x > Vec(20);
+  sp = Vec::blendv(e.log1p(), x, big);
+  sig = Vec::blendv(e / (e + one), one, big);
+}
+
 // Channel groups per batch row: enough work items to keep a few threads busy at small batch,
 // a function of the shapes only (never of the thread count), so that sums are reproducible.
 inline int64_t n_groups(int64_t batch, int64_t n_blocks) {
   return std::max<int64_t>(1, std::min<int64_t>(n_blocks, (64 + batch - 1) / batch));
 }
 
+struct Rows {  // a (Bt, T, k) tensor with unit last stride
+  int64_t sb, st;
+  Rows(const at::Tensor& x) : sb(x.stride(0)), st(x.stride(1)) {}
+  int64_t at(int64_t b, int64_t t) const { return b * sb + t * st; }
+};
+
 void check(const at::Tensor& u, const at::Tensor& dt, const at::Tensor& At, const at::Tensor& Bm,
-           const at::Tensor& Cm, const at::Tensor& D) {
+           const at::Tensor& Cm, const at::Tensor& D, const std::optional<at::Tensor>& z) {
   TORCH_CHECK(u.dim() == 3 && dt.sizes() == u.sizes(), "u, dt must be (batch, T, d_inner)");
   TORCH_CHECK(At.dim() == 2 && At.size(1) == u.size(2), "At must be (d_state, d_inner)");
   TORCH_CHECK(Bm.dim() == 3 && Bm.size(0) == u.size(0) && Bm.size(1) == u.size(1) && Bm.size(2) == At.size(0),
               "B must be (batch, T, d_state)");
   TORCH_CHECK(Cm.sizes() == Bm.sizes(), "C must be (batch, T, d_state)");
   TORCH_CHECK(D.dim() == 1 && D.size(0) == u.size(2), "D must be (d_inner,)");
-  for (const auto* x : {&u, &dt, &At, &Bm, &Cm, &D}) {
+  for (const auto* x : {&u, &dt, &At, &D}) {
     TORCH_CHECK(x->device().is_cpu() && x->is_contiguous() && x->scalar_type() == u.scalar_type(),
-                "selective scan: CPU tensors, contiguous, one dtype");
+                "selective scan: u, dt, At, D must be contiguous CPU tensors of one dtype");
+  }
+  for (const auto* x : {&Bm, &Cm}) {
+    TORCH_CHECK(x->device().is_cpu() && x->stride(2) == 1 && x->scalar_type() == u.scalar_type(),
+                "selective scan: B, C must be CPU tensors with unit last stride, of u's dtype");
+  }
+  if (z) {
+    TORCH_CHECK(z->sizes() == u.sizes() && z->stride(2) == 1 && z->device().is_cpu() &&
+                z->scalar_type() == u.scalar_type(), "selective scan: z must be like u, with unit last stride");
   }
 }
 
 at::Tensor scan_fwd(const at::Tensor& u, const at::Tensor& dt, const at::Tensor& At, const at::Tensor& Bm,
-                    const at::Tensor& Cm, const at::Tensor& D) {
-  check(u, dt, At, Bm, Cm, D);
+                    const at::Tensor& Cm, const at::Tensor& D, const std::optional<at::Tensor>& z,
+                    bool dt_softplus) {
+  check(u, dt, At, Bm, Cm, D, z);
   const int64_t Bt = u.size(0), T = u.size(1), Di = u.size(2), N = At.size(0);
   auto y = at::empty_like(u);
+  const Rows rB(Bm), rC(Cm), rZ(z ? *z : u);
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "selective_scan_fwd", [&] {
     using Vec = Vectorized<scalar_t>;
     constexpr int64_t W = Vec::size();
     const int64_t n_blocks = (Di + W - 1) / W, G = n_groups(Bt, n_blocks);
     const scalar_t *pu = u.data_ptr<scalar_t>(), *pdt = dt.data_ptr<scalar_t>(), *pA = At.data_ptr<scalar_t>(),
-                   *pB = Bm.data_ptr<scalar_t>(), *pC = Cm.data_ptr<scalar_t>(), *pD = D.data_ptr<scalar_t>();
+                   *pB = Bm.data_ptr<scalar_t>(), *pC = Cm.data_ptr<scalar_t>(), *pD = D.data_ptr<scalar_t>(),
+                   *pz = z ? z->data_ptr<scalar_t>() : nullptr;
     scalar_t* py = y.data_ptr<scalar_t>();
     at::parallel_for(0, Bt * G, 1, [&](int64_t begin, int64_t end) {
       std::vector<Vec> h(N), a(N);
       for (int64_t item = begin; item < end; ++item) {
         const int64_t b = item / G, g = item % G;
-        const scalar_t *Bb = pB + b * T * N, *Cb = pC + b * T * N;
         for (int64_t blk = g * n_blocks / G; blk < (g + 1) * n_blocks / G; ++blk) {
           const int64_t d0 = blk * W, cnt = std::min(W, Di - d0);
           for (int64_t n = 0; n < N; ++n) { a[n] = load(pA + n * Di + d0, cnt); h[n] = Vec(0); }
           const Vec Dv = load(pD + d0, cnt);
           for (int64_t t = 0; t < T; ++t) {
             const int64_t off = (b * T + t) * Di + d0;
-            const Vec dtv = load(pdt + off, cnt), uv = load(pu + off, cnt), x = dtv * uv;
-            const scalar_t *Bt_ = Bb + t * N, *Ct_ = Cb + t * N;
+            Vec dtv = load(pdt + off, cnt), sig;
+            if (dt_softplus) softplus(Vec(dtv), dtv, sig);
+            const Vec uv = load(pu + off, cnt), x = dtv * uv;
+            const scalar_t *Bt_ = pB + rB.at(b, t), *Ct_ = pC + rC.at(b, t);
             Vec acc = Dv * uv;
             for (int64_t n = 0; n < N; ++n) {
               h[n] = at::vec::fmadd((dtv * a[n]).exp(), h[n], x * Vec(Bt_[n]));
               acc = at::vec::fmadd(h[n], Vec(Ct_[n]), acc);
+            }
+            if (pz) {
+              const Vec zv = load(pz + rZ.at(b, t) + d0, cnt);
+              acc = acc * zv * sigmoid(zv);
             }
             store(acc, py + off, cnt);
           }
@@ -94,15 +135,18 @@ at::Tensor scan_fwd(const at::Tensor& u, const at::Tensor& dt, const at::Tensor&
   return y;
 }
 
-// Returns (grad_u, grad_dt, grad_At, grad_B, grad_C, grad_D).
+// Returns (grad_u, grad_dt (of dt_raw when dt_softplus), grad_At, grad_B, grad_C, grad_D, grad_z
+// (empty without a gate)).
 std::vector<at::Tensor> scan_bwd(const at::Tensor& u, const at::Tensor& dt, const at::Tensor& At,
                                  const at::Tensor& Bm, const at::Tensor& Cm, const at::Tensor& D,
-                                 const at::Tensor& grad_y_) {
-  check(u, dt, At, Bm, Cm, D);
+                                 const std::optional<at::Tensor>& z, bool dt_softplus, const at::Tensor& grad_y_) {
+  check(u, dt, At, Bm, Cm, D, z);
   auto grad_y = grad_y_.contiguous();
   TORCH_CHECK(grad_y.sizes() == u.sizes() && grad_y.scalar_type() == u.scalar_type(), "grad_y must match u");
   const int64_t Bt = u.size(0), T = u.size(1), Di = u.size(2), N = At.size(0);
   auto gu = at::empty_like(u), gdt = at::empty_like(u);
+  auto gz = z ? at::empty_like(u) : at::empty({0}, u.options());
+  const Rows rB(Bm), rC(Cm), rZ(z ? *z : u);
   at::Tensor gA_part, gD_part, gB_part, gC_part;
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "selective_scan_bwd", [&] {
     using Vec = Vectorized<scalar_t>;
@@ -114,45 +158,58 @@ std::vector<at::Tensor> scan_bwd(const at::Tensor& u, const at::Tensor& dt, cons
     gC_part = at::empty({Bt, G, T, N}, u.options());
     const scalar_t *pu = u.data_ptr<scalar_t>(), *pdt = dt.data_ptr<scalar_t>(), *pA = At.data_ptr<scalar_t>(),
                    *pB = Bm.data_ptr<scalar_t>(), *pC = Cm.data_ptr<scalar_t>(), *pD = D.data_ptr<scalar_t>(),
-                   *pgy = grad_y.data_ptr<scalar_t>();
+                   *pz = z ? z->data_ptr<scalar_t>() : nullptr, *pgy = grad_y.data_ptr<scalar_t>();
     scalar_t *pgu = gu.data_ptr<scalar_t>(), *pgdt = gdt.data_ptr<scalar_t>(), *pgA = gA_part.data_ptr<scalar_t>(),
              *pgD = gD_part.data_ptr<scalar_t>(), *pgB = gB_part.data_ptr<scalar_t>(),
-             *pgC = gC_part.data_ptr<scalar_t>();
+             *pgC = gC_part.data_ptr<scalar_t>(), *pgz = z ? gz.data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, Bt * G, 1, [&](int64_t begin, int64_t end) {
-      // per thread: states and decays of one channel block over time, the adjoint, and the
-      // lane-wise (unreduced) sums for grad B and grad C of one work item
-      std::vector<Vec> hs(T * N), das(T * N), accB(T * N), accC(T * N), a(N), g(N), gA(N);
+      // per thread: states and decays of one channel block over time, dt (after softplus), its
+      // derivative and the pre-gate output per step, the adjoint, and the lane-wise (unreduced)
+      // sums for grad B and grad C of one work item
+      std::vector<Vec> hs(T * N), das(T * N), accB(T * N), accC(T * N), dts(T), sigs(T), ys(T), a(N), g(N), gA(N);
       alignas(64) scalar_t lanes[W];
       for (int64_t item = begin; item < end; ++item) {
         const int64_t b = item / G, grp = item % G;
-        const scalar_t *Bb = pB + b * T * N, *Cb = pC + b * T * N;
         std::fill(accB.begin(), accB.end(), Vec(0));
         std::fill(accC.begin(), accC.end(), Vec(0));
         for (int64_t blk = grp * n_blocks / G; blk < (grp + 1) * n_blocks / G; ++blk) {
           const int64_t d0 = blk * W, cnt = std::min(W, Di - d0);
           for (int64_t n = 0; n < N; ++n) { a[n] = load(pA + n * Di + d0, cnt); g[n] = Vec(0); gA[n] = Vec(0); }
           const Vec Dv = load(pD + d0, cnt);
-          // recompute the states
+          // recompute the states (and the pre-gate output when gated)
           for (int64_t t = 0; t < T; ++t) {
             const int64_t off = (b * T + t) * Di + d0;
-            const Vec dtv = load(pdt + off, cnt), x = dtv * load(pu + off, cnt);
-            const scalar_t* Bt_ = Bb + t * N;
+            Vec dtv = load(pdt + off, cnt), sig;
+            if (dt_softplus) softplus(Vec(dtv), dtv, sig);
+            dts[t] = dtv;
+            sigs[t] = sig;
+            const Vec uv = load(pu + off, cnt), x = dtv * uv;
+            const scalar_t *Bt_ = pB + rB.at(b, t), *Ct_ = pC + rC.at(b, t);
             Vec* hp = hs.data() + t * N;
             Vec* dp = das.data() + t * N;
+            Vec acc = Dv * uv;
             for (int64_t n = 0; n < N; ++n) {
               const Vec dA = (dtv * a[n]).exp();
               const Vec prev = t > 0 ? hp[n - N] : Vec(0);
               dp[n] = dA;
               hp[n] = at::vec::fmadd(dA, prev, x * Vec(Bt_[n]));
+              if (pz) acc = at::vec::fmadd(hp[n], Vec(Ct_[n]), acc);
             }
+            ys[t] = acc;
           }
           // the adjoint g_t = dL/dh_t = C_t gy_t + exp(dt_{t+1} A) g_{t+1}, in reverse
           Vec gDv(0);
           for (int64_t t = T - 1; t >= 0; --t) {
             const int64_t off = (b * T + t) * Di + d0;
-            const Vec dtv = load(pdt + off, cnt), uv = load(pu + off, cnt), gy = load(pgy + off, cnt);
+            const Vec dtv = dts[t], uv = load(pu + off, cnt);
+            Vec gy = load(pgy + off, cnt);
+            if (pz) {  // out = y silu(z)
+              const Vec zv = load(pz + rZ.at(b, t) + d0, cnt), sz = sigmoid(zv), one(1);
+              store(gy * ys[t] * sz * at::vec::fmadd(zv, one - sz, one), pgz + off, cnt);
+              gy = gy * zv * sz;
+            }
             const Vec x = dtv * uv;
-            const scalar_t *Bt_ = Bb + t * N, *Ct_ = Cb + t * N;
+            const scalar_t *Bt_ = pB + rB.at(b, t), *Ct_ = pC + rC.at(b, t);
             const Vec* hp = hs.data() + t * N;
             const Vec* dp = das.data() + t * N;
             Vec* aB = accB.data() + t * N;
@@ -171,7 +228,8 @@ std::vector<at::Tensor> scan_bwd(const at::Tensor& u, const at::Tensor& dt, cons
               g[n] = gn * dp[n];
             }
             store(at::vec::fmadd(gx, dtv, gy * Dv), pgu + off, cnt);
-            store(at::vec::fmadd(gx, uv, gdtv), pgdt + off, cnt);
+            gdtv = at::vec::fmadd(gx, uv, gdtv);
+            store(dt_softplus ? gdtv * sigs[t] : gdtv, pgdt + off, cnt);
             gDv = at::vec::fmadd(gy, uv, gDv);
           }
           for (int64_t n = 0; n < N; ++n) store(gA[n], pgA + (b * N + n) * Di + d0, cnt);
@@ -196,7 +254,7 @@ std::vector<at::Tensor> scan_bwd(const at::Tensor& u, const at::Tensor& dt, cons
   const int64_t G = gB_part.size(1);
   auto gB = G == 1 ? gB_part.view({Bt, T, N}) : gB_part.sum(1);
   auto gC = G == 1 ? gC_part.view({Bt, T, N}) : gC_part.sum(1);
-  return {gu, gdt, gA_part.sum(0), gB, gC, gD_part.sum(0)};
+  return {gu, gdt, gA_part.sum(0), gB, gC, gD_part.sum(0), gz};
 }
 
 
@@ -205,11 +263,6 @@ std::vector<at::Tensor> scan_bwd(const at::Tensor& u, const at::Tensor& dt, cons
 // x (Bt, T, Di) with unit channel stride (any row strides: a view into in_proj's output),
 // w transposed to (K, Di), bias (Di). Shifted multiply-adds over channel vectors.
 // ---------------------------------------------------------------------------------------------
-template <typename scalar_t>
-inline Vectorized<scalar_t> sigmoid(const Vectorized<scalar_t>& v) {
-  const Vectorized<scalar_t> one(1);
-  return one / (one + v.neg().exp());
-}
 
 void check_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
   TORCH_CHECK(x.dim() == 3 && x.stride(2) == 1, "conv: x must be (batch, T, d_inner) with unit channel stride");
@@ -391,8 +444,8 @@ std::vector<at::Tensor> rms_norm_bwd(const at::Tensor& x, const at::Tensor& w, c
 }  // namespace
 
 TORCH_LIBRARY(windtunnel_scan, m) {
-  m.def("fwd(Tensor u, Tensor dt, Tensor At, Tensor B, Tensor C, Tensor D) -> Tensor");
-  m.def("bwd(Tensor u, Tensor dt, Tensor At, Tensor B, Tensor C, Tensor D, Tensor grad_y) -> Tensor[]");
+  m.def("fwd(Tensor u, Tensor dt, Tensor At, Tensor B, Tensor C, Tensor D, Tensor? z, bool dt_softplus) -> Tensor");
+  m.def("bwd(Tensor u, Tensor dt, Tensor At, Tensor B, Tensor C, Tensor D, Tensor? z, bool dt_softplus, Tensor grad_y) -> Tensor[]");
   m.def("conv_silu_fwd(Tensor x, Tensor w, Tensor bias) -> Tensor");
   m.def("conv_silu_bwd(Tensor x, Tensor w, Tensor bias, Tensor grad_out) -> Tensor[]");
   m.def("rms_norm_fwd(Tensor x, Tensor w, float eps) -> Tensor[]");
