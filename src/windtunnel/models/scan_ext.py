@@ -32,10 +32,13 @@ CHOICES = ("auto", "cpp", "torch")
 
 
 def _flags() -> list[str]:
-    """-O3, plus AVX2/FMA vector code when this CPU and torch's own build have it."""
+    """-O3, plus the widest vector code (AVX512 or AVX2) that torch itself uses on this CPU."""
     flags = ["-O3"]
     cap = torch.backends.cpu.get_cpu_capability()
-    if cap in ("AVX2", "AVX512"):
+    if cap == "AVX512" and os.environ.get("WINDTUNNEL_SCAN_AVX512", "1") != "0":
+        flags += ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma",
+                  "-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512"]
+    elif cap in ("AVX2", "AVX512"):
         flags += ["-mavx2", "-mfma", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]
     return flags
 
