@@ -1,6 +1,7 @@
 """Training throughput and model FLOP utilisation for every architecture, on the bijection.
 
     python benchmarks/bench_train.py [--batch 128] [--steps 8] [--sizes quick,paper] [--models ...]
+                                     [--precisions fp32,bf16] [--quick-batch 64]
 
 For each architecture at the quick-profile size and at the paper size (every model matched to
 the 2.67M-parameter transformer), measures training steps/s (fresh batch, forward, backward,
@@ -9,17 +10,25 @@ dense-matmul FLOPs of a step (6 x parameters x tokens, plus attention scores for
 transformer) against this machine's measured matmul peak in the same precision. It also times a
 plain reference implementation of the 2.67M transformer (nanoGPT-style, written here) so the
 ratio shows what the library's model costs against the straightforward one.
+
+The models of one size and precision are stepped in turn, one step each per round, so that a
+machine shared with other jobs slows them alike; each rate is the median over rounds, and the
+last column is the median over rounds of the step-time ratio against the same-size transformer
+(``x tf``: 1.0 means as fast as the transformer, 0.5 half as fast). The quick size is timed at its
+profile's batch (``--quick-batch``, 64), the paper size at ``--batch``.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from windtunnel.config import ConfigError
 from windtunnel.models import make_model, match_capacity
 from windtunnel.tasks import make_generator, make_task
 from windtunnel.train.config import resolve_run
@@ -68,12 +77,13 @@ class PlainTransformer(nn.Module):
         return self.ln(h)[:, positions] @ self.tok.weight.T
 
 
-def step_rate(model, task, batch: int, steps: int, bf16: bool) -> float:
+def stepper(model, task, batch: int, bf16: bool):
+    """A function that runs one timed training step of ``model`` and returns its seconds."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = make_generator(0)
     spec = task.spec
-    times = []
-    for i in range(steps + 2):
+
+    def step() -> float:
         t0 = time.perf_counter()
         b = task.sample(batch, g)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -84,9 +94,20 @@ def step_rate(model, task, batch: int, steps: int, bf16: bool) -> float:
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if i >= 2:
-            times.append(time.perf_counter() - t0)
-    return 1.0 / (sum(times) / len(times))
+        return time.perf_counter() - t0
+
+    return step
+
+
+def interleaved_times(steppers: dict, steps: int, warmup: int = 2) -> dict[str, list[float]]:
+    """Step times of every model, one step of each per round (after ``warmup`` rounds)."""
+    times: dict[str, list[float]] = {name: [] for name in steppers}
+    for i in range(steps + warmup):
+        for name, step in steppers.items():
+            t = step()
+            if i >= warmup:
+                times[name].append(t)
+    return times
 
 
 def step_flops(model, n_params: int, batch: int, seq_len: int) -> float:
@@ -108,13 +129,16 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--sizes", default="quick,paper")
     ap.add_argument("--models", default="transformer,lstm,mamba,mlp")
+    ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--quick-batch", type=int, default=64)
     args = ap.parse_args()
     torch.set_num_threads(2)
     peak = {False: matmul_peak(torch.float32), True: matmul_peak(torch.bfloat16)}
     print(f"torch {torch.__version__}, 2 threads; matmul peak fp32 {peak[False] / 1e9:.0f} GFLOP/s, "
           f"bf16 {peak[True] / 1e9:.0f} GFLOP/s")
     task = make_task("bijection")
-    print(f"{'size':<6} {'model':<12} {'params':>10} {'prec':<5} {'steps/s':>8} {'tokens/s':>10} {'GFLOP/s':>8} {'MFU':>6}")
+    print(f"{'size':<6} {'model':<12} {'params':>10} {'prec':<5} {'steps/s':>8} {'tokens/s':>10} {'GFLOP/s':>8} "
+          f"{'MFU':>6} {'x tf':>6}")
     for size in args.sizes.split(","):
         profile = "quick" if size == "quick" else "repo"
         ref_params = resolve_run("bijection", "transformer", profile).model_params
@@ -123,20 +147,27 @@ def main() -> None:
         target = ref.n_params()
         rows = []
         for name in args.models.split(","):
-            params = resolve_run("bijection", name, profile).model_params
+            try:
+                params = resolve_run("bijection", name, profile).model_params
+            except ConfigError:  # not in the paper's profile (mamba2): its quick shape, matched below
+                params = resolve_run("bijection", name, "quick").model_params
             if name != "transformer":
                 params, _ = match_capacity(name, task.spec, target, params)
             torch.manual_seed(0)
             rows.append((name, make_model(name, task.spec, params)))
         if size == "paper":
             rows.append(("plain", PlainTransformer(task.spec.vocab_size, task.spec.seq_len)))
-        for name, model in rows:
-            n = sum(p.numel() for p in model.parameters())
-            for bf16 in (False, True):
-                rate = step_rate(model, task, args.batch, args.steps, bf16)
-                fl = step_flops(model, n, args.batch, task.spec.seq_len) * rate
-                print(f"{size:<6} {name:<12} {n:>10,} {'bf16' if bf16 else 'fp32':<5} {rate:>8.2f} "
-                      f"{rate * args.batch * task.spec.seq_len:>10,.0f} {fl / 1e9:>8.0f} {fl / peak[bf16]:>6.0%}", flush=True)
+        batch = args.quick_batch if size == "quick" else args.batch
+        for prec in args.precisions.split(","):
+            bf16 = prec == "bf16"
+            times = interleaved_times({name: stepper(model, task, batch, bf16) for name, model in rows}, args.steps)
+            for name, model in rows:
+                n = sum(p.numel() for p in model.parameters())
+                rate = 1.0 / statistics.median(times[name])
+                fl = step_flops(model, n, batch, task.spec.seq_len) * rate
+                vs = statistics.median(a / b for a, b in zip(times["transformer"], times[name])) if "transformer" in times else float("nan")
+                print(f"{size:<6} {name:<12} {n:>10,} {prec:<5} {rate:>8.2f} "
+                      f"{rate * batch * task.spec.seq_len:>10,.0f} {fl / 1e9:>8.0f} {fl / peak[bf16]:>6.0%} {vs:>6.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -177,3 +177,37 @@ def test_hmm_length_generalisation_sizes_the_position_table(tmp_path):
     res = train(cfg, tmp_path / "run", progress=False)
     assert set(res.eval["lengths"]) == {"4", "6", "8"}
     assert res.eval["lengths"]["8"]["n_positions"] == 8
+
+
+@pytest.mark.parametrize("path", ["torch", "cpp"])
+def test_mamba_resume_gives_the_same_weights(tmp_path, monkeypatch, path):
+    """Bit-identical resume holds for mamba on each CPU path (the C++ kernels' sums do not depend
+    on thread timing)."""
+    from windtunnel.models import scan_ext
+
+    if path == "cpp" and not scan_ext.cpp_available()[0]:
+        pytest.skip(f"the C++ kernels do not build here ({scan_ext.cpp_available()[1]})")
+    monkeypatch.setattr(scan_ext, "use_cpp", lambda: path == "cpp")
+    cfg = RunConfig.build({
+        "task": "bijection", "task_params": {"V": 6, "L": 5}, "model": "mamba",
+        "model_params": {"n_layers": 2, "d_model": 12},
+        "train": {"steps": 12, "batch_size": 8, "lr": 3e-3, "checkpoints": 2, "resume_every_s": 1e-6},
+        "eval": {"n_sequences": 16, "batch_size": 16, "n_boot": 5},
+    })
+    train(cfg, tmp_path / "a", progress=False, evaluate_at_end=False)
+    calls = {"n": 0}
+    real = trainer_mod.loss_fn
+
+    def dying(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 7:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(trainer_mod, "loss_fn", dying)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, tmp_path / "b", progress=False, evaluate_at_end=False)
+    monkeypatch.setattr(trainer_mod, "loss_fn", real)
+    train(cfg, tmp_path / "b", progress=False, evaluate_at_end=False)
+    (sa, wa), (sb, wb) = final_weights(tmp_path / "a"), final_weights(tmp_path / "b")
+    assert sa == sb == 12 and all(torch.equal(wa[k], wb[k]) for k in wa)

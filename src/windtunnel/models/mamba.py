@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
+from windtunnel.models import scan_ext
 from windtunnel.models.base import (
     Capture,
     InputAdapter,
@@ -88,6 +89,86 @@ class SelectiveScan(torch.autograd.Function):
                 grad_B.transpose(0, 1), grad_C.transpose(0, 1))
 
 
+class CppSelectiveScan(torch.autograd.Function):
+    """The selective scan with the D skip, in C++ (``csrc/selective_scan.cpp``), optionally with
+    dt = softplus(dt_raw) and the gate out = y * silu(z) fused in: the forward keeps only a
+    (batch, d_inner, d_state) state in flight and saves nothing but its inputs; the backward
+    recomputes the states block by block and returns every gradient in one pass.
+
+    Shapes: u, dt (B, T, Di); A (Di, N); B, C (B, T, N); D (Di,); z (B, T, Di) or None. B, C and z
+    may be views with unit last stride (slices of the projections' outputs)."""
+
+    @staticmethod
+    def forward(ctx, u, dt, A, B, C, D, z=None, dt_softplus=False):
+        args = [u.contiguous(), dt.contiguous(), A.t().contiguous(), _unit_last(B), _unit_last(C), D.contiguous(),
+                None if z is None else _unit_last(z)]
+        ctx.dt_softplus = dt_softplus
+        ctx.save_for_backward(*args)
+        return torch.ops.windtunnel_scan.fwd(*args, dt_softplus)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        gu, gdt, gAt, gB, gC, gD, gz = torch.ops.windtunnel_scan.bwd(*ctx.saved_tensors, ctx.dt_softplus,
+                                                                     grad_y.contiguous())
+        return gu, gdt, gAt.t(), gB, gC, gD, gz if ctx.saved_tensors[-1] is not None else None, None
+
+
+def _unit_last(x: torch.Tensor) -> torch.Tensor:
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+class CppCausalConvSiLU(torch.autograd.Function):
+    """SiLU of the depthwise causal conv1d, in C++: shifted multiply-adds over channel vectors,
+    reading u in place (a view into in_proj's output). u (B, T, Di); weight (Di, 1, K); bias (Di,)."""
+
+    @staticmethod
+    def forward(ctx, u, weight, bias):
+        w = weight.squeeze(1).t().contiguous()
+        ctx.save_for_backward(u, w, bias)
+        return torch.ops.windtunnel_scan.conv_silu_fwd(u, w, bias)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        gu, gw, gb = torch.ops.windtunnel_scan.conv_silu_bwd(*ctx.saved_tensors, grad_out.contiguous())
+        return gu, gw.t().unsqueeze(1), gb
+
+
+def causal_conv_silu(u: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
+    """silu(conv(u)) over time with the output at t seeing u up to t. u (B, T, Di) -> (B, T, Di)."""
+    if u.device.type == "cpu" and conv.bias is not None and scan_ext.use_cpp():
+        dtype = torch.promote_types(u.dtype, torch.float32)
+        with torch.autocast("cpu", enabled=False):
+            return CppCausalConvSiLU.apply(u.to(dtype), conv.weight.to(dtype), conv.bias.to(dtype))
+    return F.silu(conv(u.mT)[..., : u.shape[1]].mT)
+
+
+class CppRMSNorm(torch.autograd.Function):
+    """RMSNorm over the last dimension in C++: one pass forward, one pass backward."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()
+        y, rstd = torch.ops.windtunnel_scan.rms_norm_fwd(x2, weight.contiguous(), eps)
+        ctx.save_for_backward(x2, weight, rstd)
+        return y.view(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        x2, weight, rstd = ctx.saved_tensors
+        gx, gw = torch.ops.windtunnel_scan.rms_norm_bwd(x2, weight.contiguous(), rstd, grad_y.reshape(x2.shape))
+        return gx.view(grad_y.shape), gw, None
+
+
+class RMSNorm(nn.RMSNorm):
+    """``nn.RMSNorm`` (same parameters and result), fused in C++ on the CPU path."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if (x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and self.weight is not None
+                and self.weight.dtype == x.dtype and scan_ext.use_cpp()):
+            return CppRMSNorm.apply(x, self.weight, self.eps if self.eps is not None else torch.finfo(x.dtype).eps)
+        return super().forward(x)
+
+
 @functools.cache
 def _cuda_selective_scan():
     """``mamba_ssm``'s fused selective scan, or None when it is not installed."""
@@ -108,6 +189,8 @@ def selective_scan(u: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.
         return kernel(u.mT, dt.mT, A, B.mT, C.mT, D.float()).mT
     dtype = torch.promote_types(u.dtype, torch.float32)
     with torch.autocast(u.device.type, enabled=False):  # the scan runs in float32 (or float64)
+        if u.device.type == "cpu" and scan_ext.use_cpp():
+            return CppSelectiveScan.apply(*(x.to(dtype) for x in (u, dt, A, B, C, D)))
         y = SelectiveScan.apply(*(x.to(dtype) for x in (u, dt, A, B, C)))
     return y + u * D
 
@@ -137,22 +220,30 @@ class MambaMixer(nn.Module):
         self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))
 
     def forward(self, x: torch.Tensor, cache: Capture, name: str) -> torch.Tensor:
-        T = x.shape[1]
         u, z = self.in_proj(x).chunk(2, dim=-1)
-        u = F.silu(self.conv1d(u.mT)[..., :T].mT)
+        u = causal_conv_silu(u, self.conv1d)
         dt, B, C = self.x_proj(u).split(self.sizes, dim=-1)
-        dt = F.softplus(self.dt_proj(dt))
-        cache.put(f"{name}.dt", dt)
+        dt = self.dt_proj(dt)
         cache.put(f"{name}.B", B)
         cache.put(f"{name}.C", C)
-        y = selective_scan(u, dt, -torch.exp(self.A_log), B, C, self.D)
+        A = -torch.exp(self.A_log)
+        if u.device.type == "cpu" and scan_ext.use_cpp():  # softplus, scan and gate in one C++ pass
+            if cache.wants(f"{name}.dt"):
+                cache.put(f"{name}.dt", F.softplus(dt))
+            dtype = torch.promote_types(u.dtype, torch.float32)
+            with torch.autocast("cpu", enabled=False):
+                y = CppSelectiveScan.apply(*(t.to(dtype) for t in (u, dt, A, B, C, self.D, z)), True)
+            return self.out_proj(y)
+        dt = F.softplus(dt)
+        cache.put(f"{name}.dt", dt)
+        y = selective_scan(u, dt, A, B, C, self.D)
         return self.out_proj(y * F.silu(z))
 
 
 class MambaBlock(nn.Module):
     def __init__(self, cfg: MambaConfig):
         super().__init__()
-        self.norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
+        self.norm = RMSNorm(cfg.d_model, eps=1e-5)
         self.mixer = MambaMixer(cfg)
 
     def forward(self, x: torch.Tensor, cache: Capture, name: str) -> torch.Tensor:
@@ -173,7 +264,7 @@ class Mamba(WindModel):
         c = self.config
         self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
         self.blocks = nn.ModuleList(MambaBlock(c) for _ in range(c.n_layers))
-        self.norm_f = nn.RMSNorm(c.d_model, eps=1e-5)
+        self.norm_f = RMSNorm(c.d_model, eps=1e-5)
         self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
 
     def capture_names(self) -> list[str]:

@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from windtunnel.config import ConfigError
 from windtunnel.evaluate.evaluator import evaluate, probe_metrics, sample_eval
@@ -29,6 +28,7 @@ from windtunnel.models import make_model, model_class
 from windtunnel.tasks import Task, make_generator, make_task
 from windtunnel.train.checkpoint import latest_resumable, load_resume, log_spaced_steps, save_checkpoint
 from windtunnel.train.config import RunConfig, read_run_config
+from windtunnel.train.progress import progress_bar
 
 
 class TrainingError(RuntimeError):
@@ -241,7 +241,7 @@ def _train_loop(config: RunConfig, run_dir: Path, task: Task, model: torch.nn.Mo
         checkpoint(resumable=tc.steps == 0)  # the initialisation, for the diagnostics' nulls
 
     amp = autocast_dtype(tc.precision, device)
-    bar = tqdm(total=tc.steps, initial=step, disable=not progress, desc=config.run_name(), dynamic_ncols=True)
+    bar = progress_bar(tc.steps, initial=step, desc=config.run_name(), enabled=progress)
     last_resume = time.monotonic()
     while step < tc.steps:
         if stop.signum is not None:

@@ -1,0 +1,95 @@
+"""The C++ selective scan (``csrc/selective_scan.cpp``), built on first use, and the choice of path.
+
+``WINDTUNNEL_SCAN`` picks the CPU scan of ``mamba``:
+
+- ``auto`` (default): the C++ scan when it builds on this machine (a C++ compiler and the torch
+  headers; the first build takes about a minute, later processes load the cached library in well
+  under a second), else the pure-PyTorch scan;
+- ``cpp``: the C++ scan, or an error saying why it cannot be built;
+- ``torch``: the pure-PyTorch scan.
+
+Which path runs is said once per process (logger ``windtunnel``, and stderr). The library is
+cached under ``$TORCH_EXTENSIONS_DIR`` (torch's default: ``~/.cache/torch_extensions``) in a
+folder named by a hash of the source and flags, so a changed source never loads a stale build.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from windtunnel.config import ConfigError
+
+log = logging.getLogger("windtunnel")
+SOURCE = Path(__file__).parent / "csrc" / "selective_scan.cpp"
+CHOICES = ("auto", "cpp", "torch")
+
+
+def _flags() -> list[str]:
+    """-O3, plus the widest vector code (AVX512 or AVX2) that torch itself uses on this CPU."""
+    flags = ["-O3"]
+    cap = torch.backends.cpu.get_cpu_capability()
+    if cap == "AVX512" and os.environ.get("WINDTUNNEL_SCAN_AVX512", "1") != "0":
+        flags += ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma",
+                  "-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512"]
+    elif cap in ("AVX2", "AVX512"):
+        flags += ["-mavx2", "-mfma", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]
+    return flags
+
+
+def requested() -> str:
+    choice = os.environ.get("WINDTUNNEL_SCAN", "auto").strip().lower() or "auto"
+    if choice not in CHOICES:
+        raise ConfigError(f"WINDTUNNEL_SCAN={choice!r}: allowed values are {', '.join(CHOICES)}")
+    return choice
+
+
+@functools.cache
+def build() -> None:
+    """Build (or load the cached build of) the C++ scan; registers ``torch.ops.windtunnel_scan``."""
+    from torch.utils.cpp_extension import load
+
+    flags = _flags()
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode() + torch.__version__.encode()).hexdigest()[:12]
+    load(name=f"windtunnel_scan_{key}", sources=[str(SOURCE)], extra_cflags=flags,
+         is_python_module=False, verbose=False)
+
+
+@functools.cache
+def cpp_available() -> tuple[bool, str]:
+    """(True, '') when the C++ scan is loaded, else (False, why)."""
+    try:
+        build()
+    except Exception as e:  # no compiler, no headers, a failed build: all mean "not here"
+        lines = [s for s in str(e).strip().splitlines() if s.strip()]
+        return False, f"{type(e).__name__}: {lines[-1] if lines else ''}"[:300]
+    return True, ""
+
+
+def _say(msg: str) -> None:
+    log.info(msg)
+    if not log.hasHandlers() or not log.isEnabledFor(logging.INFO):
+        print(f"windtunnel: {msg}", file=sys.stderr, flush=True)
+
+
+@functools.cache
+def use_cpp() -> bool:
+    """Whether mamba's CPU scan runs in C++ in this process (decided, and said, once)."""
+    choice = requested()
+    if choice == "torch":
+        _say("mamba CPU scan: pure PyTorch (WINDTUNNEL_SCAN=torch)")
+        return False
+    ok, why = cpp_available()
+    if ok:
+        _say(f"mamba CPU scan: C++ ({'WINDTUNNEL_SCAN=cpp' if choice == 'cpp' else 'auto'})")
+        return True
+    if choice == "cpp":
+        raise ConfigError(f"WINDTUNNEL_SCAN=cpp but the C++ scan did not build: {why}")
+    _say(f"mamba CPU scan: pure PyTorch (the C++ scan did not build: {why}; set WINDTUNNEL_SCAN=torch to skip trying)")
+    return False

@@ -1,0 +1,74 @@
+"""Training progress: tqdm's bar in a terminal, a plain line every few seconds anywhere else.
+
+When stderr is not a terminal (CI, Ray workers, ``nohup``, a redirected log), tqdm's
+carriage-return updates become thousands of log lines; there a line such as
+``bijection-mamba-1a2b: step 300/1200 (25%), 41.2 steps/s, eta 22s, loss=0.4121`` is printed at
+most every ``every_s`` seconds, and once at the end.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Callable, TextIO
+
+from tqdm.auto import tqdm
+
+
+class PlainProgress:
+    """tqdm's ``update`` / ``set_postfix`` / ``close``, written as occasional plain lines."""
+
+    def __init__(self, total: int, initial: int = 0, desc: str = "", every_s: float = 5.0,
+                 file: TextIO | None = None, clock: Callable[[], float] = time.monotonic):
+        self.total, self.n, self.desc, self.every_s = total, initial, desc, every_s
+        self.file, self.clock = file, clock
+        self.postfix: dict[str, Any] = {}
+        self.start_n, self.start = initial, clock()
+        self.last = self.start
+        self.closed = False
+
+    def _write(self) -> None:
+        elapsed = self.clock() - self.start
+        done = self.n - self.start_n
+        pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
+        msg = f"{self.desc}: step {self.n}/{self.total}{pct}"
+        if done > 0 and elapsed > 0:
+            rate = done / elapsed
+            msg += f", {rate:.3g} steps/s"
+            if self.n < self.total:
+                msg += f", eta {max(0.0, (self.total - self.n) / rate):.0f}s"
+        msg += "".join(f", {k}={v}" for k, v in self.postfix.items())
+        print(msg, file=self.file or sys.stderr, flush=True)
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        now = self.clock()
+        if now - self.last >= self.every_s:
+            self.last = now
+            self._write()
+
+    def set_postfix(self, **kw: Any) -> None:
+        self.postfix.update(kw)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._write()
+
+
+class _Off:
+    def update(self, n: int = 1) -> None: ...
+    def set_postfix(self, **kw: Any) -> None: ...
+    def close(self) -> None: ...
+
+
+def progress_bar(total: int, initial: int = 0, desc: str = "", enabled: bool = True, every_s: float = 5.0,
+                 file: TextIO | None = None):
+    """tqdm when ``file`` (default stderr) is a terminal, else :class:`PlainProgress`; nothing when disabled."""
+    if not enabled:
+        return _Off()
+    stream = file or sys.stderr
+    isatty = getattr(stream, "isatty", None)
+    if isatty is not None and isatty():
+        return tqdm(total=total, initial=initial, desc=desc, dynamic_ncols=True, file=stream)
+    return PlainProgress(total, initial, desc, every_s, file=stream)
