@@ -225,7 +225,7 @@ def _print_eval(ev: dict, n_params: int, steps: int, seconds: float) -> None:
 
 
 def _write_run_plots(run_dir: Path, ev: dict) -> None:
-    from windtunnel.report.plots import calibration_plot, length_plot
+    from windtunnel.evaluate.plots import calibration_plot, length_plot
 
     main = ev["lengths"][str(ev["main_length"])]
     calibration_plot({"model": {**main["curves"], "step": main["step"]}}, run_dir / "plots" / "calibration.png")
@@ -244,7 +244,7 @@ def run(
 ) -> None:
     """The main job: train several architectures on one wind tunnel, capacity-matched, and compare."""
     from windtunnel.sweep.markdown import comparison_table
-    from windtunnel.train.compare import compare
+    from windtunnel.sweep.compare import compare
 
     def go():
         names = tuple(m.strip() for m in models.split(",") if m.strip())

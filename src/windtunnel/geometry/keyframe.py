@@ -35,7 +35,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from windtunnel.geometry import stats
+from windtunnel import stats
 from windtunnel.geometry.context import Context, is_transformer
 
 TOKEN_VARIANTS = ("tokens_raw", "tokens_prenorm", "tokens_centred", "ov", "ov_centred")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from windtunnel.config import ConfigError
-from windtunnel.geometry.stats import gaussian_abs_cosine, mean_offdiag_abs_cosine, monte_carlo_test, pca_components, spearman
+from windtunnel.stats import gaussian_abs_cosine, mean_offdiag_abs_cosine, monte_carlo_test, pca_components, spearman
 from windtunnel.llm import interventions as iv
 from windtunnel.llm import sula as S
 from windtunnel.llm.capture import Capture, run_prompts

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError
-from windtunnel.geometry.markdown import table
+from windtunnel.tables import table
 from windtunnel.report import plots
 from windtunnel.files import atomic_write_text
 

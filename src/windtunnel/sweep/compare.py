@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError
-from windtunnel.report.plots import calibration_plot
-from windtunnel.sweep import SweepConfig, expand, run_sweep
+from windtunnel.evaluate.plots import calibration_plot
+from windtunnel.sweep.config import SweepConfig
+from windtunnel.sweep.expand import expand
+from windtunnel.sweep.run import run_sweep
 
 
 def compare_sweep(task: str, models: tuple[str, ...], profile: str, overrides: list[str] | None,
