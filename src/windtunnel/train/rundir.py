@@ -24,7 +24,6 @@ from windtunnel.files import atomic_write_text
 from windtunnel.tasks import Task
 from windtunnel.train.checkpoint import CheckpointError, list_checkpoints, load_weights, read_state
 from windtunnel.train.config import RunConfig, read_run_config
-from windtunnel.train.trainer import _metrics_log, build
 
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"
@@ -74,6 +73,8 @@ class RunDir:
 
     def load_model(self, step: int | None = None, purpose: str = "load") -> tuple[Task, torch.nn.Module]:
         """The run's task and its model with the weights of the checkpoint at ``step`` (None: the newest)."""
+        from windtunnel.train.trainer import build  # the trainer (tqdm, evaluation) only when a model is needed
+
         _, folder = self.checkpoint(step, purpose)
         task, model = build(self.config)
         load_weights(model, folder)
@@ -86,6 +87,8 @@ class RunDir:
     # --- metrics and evaluation --------------------------------------------------------
     def metrics(self, upto: float = math.inf) -> list[dict]:
         """The records of ``metrics.jsonl`` up to step ``upto`` (complete lines only)."""
+        from windtunnel.train.trainer import _metrics_log
+
         return _metrics_log(self.path, upto)
 
     def eval(self) -> dict[str, Any] | None:
