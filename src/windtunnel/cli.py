@@ -179,26 +179,19 @@ def eval_cmd(
     json_out: bool = typer.Option(False, "--json", help="print the evaluation as JSON"),
 ) -> None:
     """Re-evaluate a run's final weights on the held-out stream (writes eval.json and plots)."""
-    from windtunnel.files import atomic_write_text
-    from windtunnel.train.checkpoint import CheckpointError, list_checkpoints, load_weights, read_state
-    from windtunnel.train.config import read_run_config
-    from windtunnel.train.trainer import build, evaluate_run
+    from windtunnel.train.checkpoint import CheckpointError
+    from windtunnel.train.rundir import RunDir
+    from windtunnel.train.trainer import evaluate_run
 
     def go():
-        cfg_file = run_dir / "config.json"
-        if not cfg_file.is_file():
-            raise CheckpointError(f"{run_dir} is not a run directory (no config.json)")
-        cfg = read_run_config(cfg_file)
-        cks = list_checkpoints(run_dir)
-        if not cks:
-            raise CheckpointError(f"{run_dir} has no checkpoint to evaluate")
-        step, path = cks[-1]
-        task, model = build(cfg)
-        load_weights(model, path)
-        state = read_state(path)
+        run = RunDir.open(run_dir, not_a_run=CheckpointError)
+        cfg = run.config
+        step, _ = run.checkpoint(purpose="evaluate")
+        task, model = run.load_model(step)
+        state = run.state(step)
         result = evaluate_run(model, task, cfg)
         result.update(n_params=model.n_params(), steps=step, train_seconds=state.get("train_seconds", 0.0))
-        atomic_write_text(run_dir / "eval.json", json.dumps(result, indent=1))
+        run.write_eval(result)
         _write_run_plots(run_dir, result)
         if json_out:
             typer.echo(json.dumps(result, indent=1))
@@ -225,7 +218,7 @@ def _print_eval(ev: dict, n_params: int, steps: int, seconds: float) -> None:
 
 
 def _write_run_plots(run_dir: Path, ev: dict) -> None:
-    from windtunnel.report.plots import calibration_plot, length_plot
+    from windtunnel.evaluate.plots import calibration_plot, length_plot
 
     main = ev["lengths"][str(ev["main_length"])]
     calibration_plot({"model": {**main["curves"], "step": main["step"]}}, run_dir / "plots" / "calibration.png")
@@ -244,7 +237,7 @@ def run(
 ) -> None:
     """The main job: train several architectures on one wind tunnel, capacity-matched, and compare."""
     from windtunnel.sweep.markdown import comparison_table
-    from windtunnel.train.compare import compare
+    from windtunnel.sweep.compare import compare
 
     def go():
         names = tuple(m.strip() for m in models.split(",") if m.strip())

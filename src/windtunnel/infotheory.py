@@ -19,12 +19,6 @@ def entropy_bits(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return -(p * logp).sum(dim) / LN2 + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
-def entropy_from_logits_bits(logits: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Entropy in bits of softmax(logits), computed stably from log-probabilities."""
-    logp = torch.log_softmax(logits, dim=dim)
-    return -(logp.exp() * logp).sum(dim) / LN2
-
-
 def kl_bits(p: torch.Tensor, q: torch.Tensor, dim: int = -1, eps: float = 0.0) -> torch.Tensor:
     """KL(p || q) in bits. Terms with p = 0 contribute 0.
 

@@ -55,7 +55,7 @@ def test_orthogonal_keys_give_zero(bijection):
 
 
 def test_random_null_draws_the_models_own_initialisation(bijection):
-    from windtunnel.geometry.stats import gaussian_abs_cosine
+    from windtunnel.stats import gaussian_abs_cosine
 
     jobs = {"cols": ("wk_columns", []), "keys": ("tokens_raw", list(range(4)))}
     nulls = {}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from windtunnel.geometry import stats
+from windtunnel import stats
 
 
 def test_orthogonal_keys_give_zero_and_collinear_give_one():

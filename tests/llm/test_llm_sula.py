@@ -54,7 +54,7 @@ def test_posterior_is_exact(sets):
 
 
 def test_expected_bayes_entropy_by_k():
-    """E[H_Bayes | k] by exact enumeration over the number of matching labels (spec table)."""
+    """E[H_Bayes | k] by exact enumeration over the number of matching labels (Paper III's closed-form SULA table)."""
     table = {0: 1.000, 1: 0.469, 2: 0.258, 4: 0.078, 8: 0.008}
     for k, want in table.items():
         e = 0.0

@@ -24,7 +24,7 @@ def test_posterior_matches_bayes_rule(alpha):
 
 
 def test_expected_entropy_by_k_matches_spec():
-    # spec 4.3: E[H_Bayes] for alpha = 0.9 at k = 0, 1, 2, 4, 8
+    # the closed-form SULA posterior (Paper III): E[H_Bayes] for alpha = 0.9 at k = 0, 1, 2, 4, 8
     b = make_task("sula").sample(200000, make_generator(0))
     mean_h = b.entropy.mean(0)
     for k, expect in [(0, 1.0), (1, 0.469), (2, 0.258), (4, 0.078), (8, 0.008)]:

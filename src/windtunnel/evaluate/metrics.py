@@ -2,7 +2,8 @@
 
 Everything here is a pure function of tensors, computed in float64 and in bits.
 Metrics are taken per example and per position first (shape (B, P)) and aggregated after;
-distributions are never averaged before an entropy is taken (spec/paper1.md section 4).
+distributions are never averaged before an entropy is taken (Paper I's entropy MAE is a mean of
+per-position gaps).
 
 Aggregating the entropy gap ``dh = H_model - H_Bayes`` (B, P):
 

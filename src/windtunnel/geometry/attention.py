@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from windtunnel import stats
 from windtunnel.evaluate.metrics import bootstrap_ci
-from windtunnel.geometry import stats
 from windtunnel.geometry.context import Activations, Context, is_transformer
 
 GROUPS = ("self", "keys", "values")

@@ -19,8 +19,9 @@ import torch
 from windtunnel.config import ConfigError
 from windtunnel.evaluate.evaluator import task_bayes
 from windtunnel.tasks.base import Batch, Prediction, Task, make_generator
-from windtunnel.train.checkpoint import CheckpointError, list_checkpoints, load_weights
-from windtunnel.train.config import RunConfig, read_run_config
+from windtunnel.train.checkpoint import load_weights
+from windtunnel.train.config import RunConfig
+from windtunnel.train.rundir import RunDir
 from windtunnel.train.trainer import build
 
 LAYER_STATE = re.compile(r"^(blocks\.(\d+)\.resid_post|layers\.(\d+)\.hidden)$")
@@ -126,16 +127,11 @@ class Context:
         self.run_dir = Path(run_dir)
         if not self.run_dir.is_dir():
             raise ConfigError(f"{self.run_dir} is not a directory; pass a run directory made by `windtunnel train`")
-        cfg_file = self.run_dir / "config.json"
-        if not cfg_file.is_file():
-            raise ConfigError(f"{self.run_dir} is not a run directory (no config.json)")
-        self.config: RunConfig = read_run_config(cfg_file)
-        self.checkpoints = list_checkpoints(self.run_dir)
-        if not self.checkpoints:
-            raise CheckpointError(f"{self.run_dir} has no checkpoint to diagnose (checkpoints/step_*/ is empty)")
-        self.task, self.model = build(self.config)
-        self.step, path = self.checkpoints[-1]
-        load_weights(self.model, path)
+        self.run = RunDir.open(self.run_dir)
+        self.config: RunConfig = self.run.config
+        self.checkpoints = self.run.checkpoints()
+        self.step, _ = self.run.checkpoint(purpose="diagnose (checkpoints/step_*/ is empty)")
+        self.task, self.model = self.run.load_model(self.step)
         self.model.eval()
         self.seed = int(seed)
         self.n_sequences = int(n_sequences)

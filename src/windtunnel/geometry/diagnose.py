@@ -103,7 +103,7 @@ def run_diagnostics(run_dir: Path | str, analyses: list[str] | None = None,
     ``analyses=None`` such analyses are skipped and the reason is recorded. A missing or unreadable run raises ConfigError or
     :class:`~windtunnel.train.checkpoint.CheckpointError`.
     """
-    from windtunnel.report.geometry_plots import plot_all
+    from windtunnel.geometry.plots import plot_all
 
     wanted = parse_analyses(analyses)
     t_start = time.perf_counter()

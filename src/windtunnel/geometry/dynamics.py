@@ -21,8 +21,9 @@ import math
 import numpy as np
 import torch
 
+from windtunnel import stats
 from windtunnel.evaluate.metrics import AUTHORS_KL_EPS, entropy_error, model_prediction, per_position
-from windtunnel.geometry import keyframe, stats
+from windtunnel.geometry import keyframe
 from windtunnel.geometry.context import Activations, Context, capture, flat, is_transformer
 from windtunnel.train.checkpoint import load_weights
 

@@ -35,7 +35,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from windtunnel.geometry import stats
+from windtunnel import stats
 from windtunnel.geometry.context import Context, is_transformer
 
 TOKEN_VARIANTS = ("tokens_raw", "tokens_prenorm", "tokens_centred", "ov", "ov_centred")
@@ -202,14 +202,3 @@ def run(ctx: Context, n_null: int = 200, n_perm: int = 1000) -> dict:
         out["layer0_cosines"] = [stats.cosine_matrix(k).tolist() for k in k0]
         out["layer0_cosines_init"] = [stats.cosine_matrix(k).tolist() for k in k0_init]
     return out
-
-
-def summary_rows(res: dict) -> list[dict]:
-    """One row per (variant, layer) for the markdown table."""
-    rows = []
-    for variant, v in res["variants"].items():
-        for layer in v["layers"]:
-            rows.append({"variant": variant, "layer": layer["layer"], "trained": layer["mean"],
-                         "init": layer["init_mean"], "random": layer["random_mean"],
-                         "p_vs_random": layer["test_vs_random"]["p"], "p_vs_init": layer["test_vs_init"]["p"]})
-    return rows

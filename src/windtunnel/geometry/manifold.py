@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from windtunnel.geometry import stats
+from windtunnel import stats
 from windtunnel.geometry.context import Activations, Context, flat
 
 HEADLINE = "final"

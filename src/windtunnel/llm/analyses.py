@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from windtunnel.config import ConfigError
-from windtunnel.geometry.stats import gaussian_abs_cosine, mean_offdiag_abs_cosine, monte_carlo_test, pca_components, spearman
+from windtunnel.stats import gaussian_abs_cosine, mean_offdiag_abs_cosine, monte_carlo_test, pca_components, spearman
 from windtunnel.llm import interventions as iv
 from windtunnel.llm import sula as S
-from windtunnel.llm.capture import Capture, run_prompts
+from windtunnel.llm.capture import PromptCapture, run_prompts
 from windtunnel.llm.config import LLMOptions
 from windtunnel.llm.loading import LoadedModel, load_model
 from windtunnel.llm.prompts import load_pool, stratified_select
@@ -31,7 +31,7 @@ class Session:
     opts: LLMOptions
     analyses: list[str]
     name: str = ""
-    captures: dict[str, Capture] = field(default_factory=dict)
+    captures: dict[str, PromptCapture] = field(default_factory=dict)
     pools: dict[str, dict] = field(default_factory=dict)
     timing: dict[str, float] = field(default_factory=dict)
     n_prompts_run: int = 0
@@ -52,7 +52,7 @@ class Session:
                               "last or all")
         return sorted(set(o) | {self.L - 1})
 
-    def run(self, prompts, **kw) -> Capture:
+    def run(self, prompts, **kw) -> PromptCapture:
         t = time.perf_counter()
         cap = run_prompts(self.lm, prompts, batch_size=self.opts.batch_size, add_bos=self.opts.add_bos,
                           max_tokens=self.opts.max_prompt_tokens, **kw)
@@ -60,7 +60,7 @@ class Session:
         self.n_prompts_run += len(prompts)
         return cap
 
-    def pool(self, which: str) -> tuple[dict, Capture]:
+    def pool(self, which: str) -> tuple[dict, PromptCapture]:
         """The pool and one pass over all its candidates (values at the manifold layers; for the
         mixed pool also keys at every layer and attention, when those analyses run)."""
         if which not in self.captures:
@@ -89,7 +89,7 @@ def _stats(x) -> dict:
     return {"mean": float(x.mean()), "min": float(x.min()), "max": float(x.max())}
 
 
-def _selection_record(pool: dict, cap: Capture, sel: dict) -> dict:
+def _selection_record(pool: dict, cap: PromptCapture, sel: dict) -> dict:
     idx = sel["indices"]
     domains = [pool["prompts"][i]["domain"] for i in idx]
     return {
@@ -255,7 +255,7 @@ def attention_focusing(sess: Session) -> dict:
         return _attention_stats(sess, cap, idx)
 
 
-def _attention_stats(sess: Session, cap: Capture, idx) -> dict:
+def _attention_stats(sess: Session, cap: PromptCapture, idx) -> dict:
     from scipy.stats import ttest_rel, wilcoxon
 
     o = sess.opts
@@ -356,7 +356,7 @@ def _label_ids(sess: Session, names) -> list[int]:
     return [sess.lm.tokenizer(" " + w, add_special_tokens=False)["input_ids"][0] for w in names]
 
 
-def sula_capture(sess: Session) -> tuple[dict, dict[str, Capture]]:
+def sula_capture(sess: Session) -> tuple[dict, dict[str, PromptCapture]]:
     if "sula" not in sess.captures:
         sets = _sula_sets(sess)
         caps = {}

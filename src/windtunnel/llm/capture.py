@@ -35,7 +35,7 @@ ValueFn = Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass
-class Capture:
+class PromptCapture:
     """Per-prompt results of one pass over a prompt list (rows in the order given)."""
 
     n: int
@@ -103,7 +103,7 @@ def run_prompts(
     batch_size: int = 16,
     add_bos: str = "auto",
     max_tokens: int = 256,
-) -> Capture:
+) -> PromptCapture:
     """One batched pass over ``prompts``; see the module docstring for what is kept."""
     ad = lm.adapter
     for name, layers in (("value layer", value_layers), ("key layer", key_layers),
@@ -237,12 +237,6 @@ def run_prompts(
     finally:
         for h in hooks:
             h.remove()
-    return Capture(n=n, lengths=lengths, bos_added=np.array(bos_added), next_entropy=nxt, values=values, keys=keys,
+    return PromptCapture(n=n, lengths=lengths, bos_added=np.array(bos_added), next_entropy=nxt, values=values, keys=keys,
                    attn_entropy=ent, attn_entropy_norm=ent_norm, sink_mass=sink, label_probs=lab, residual=res,
                    attention_positions=attention_positions)
-
-
-def first_token_ids(lm: LoadedModel, word: str) -> list[int]:
-    """Token ids of ``word`` with a leading space and no special tokens (the SULA label form)."""
-    return list(lm.tokenizer(" " + word, add_special_tokens=False)["input_ids"])
-

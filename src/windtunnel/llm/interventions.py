@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from windtunnel.config import ConfigError
-from windtunnel.geometry.stats import pca_components, standardise
+from windtunnel.stats import pca_components, standardise
 from windtunnel.llm.stats import pearson
 
 

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from windtunnel.report.plots import _save  # noqa: E402
+from windtunnel.figures import save_figure  # noqa: E402
 
 
 def _a(x) -> np.ndarray:
@@ -36,7 +36,7 @@ def value_manifold(doc, r, out: Path) -> Path:
     ax[1].set(xlabel="component", ylabel="explained variance ratio", title="scree")
     ax[1].legend()
     fig.suptitle(_title(doc))
-    return _save(fig, out / "value_manifold.png")
+    return save_figure(fig, out / "value_manifold.png")
 
 
 def key_orthogonality(doc, r, out: Path) -> Path:
@@ -54,7 +54,7 @@ def key_orthogonality(doc, r, out: Path) -> Path:
     ax.axhline(r["summary"]["threshold"], color="C3", lw=0.8, label="criterion")
     ax.set(xlabel="layer", ylabel="mean off-diagonal |cos| of W_K columns", title=f"key orthogonality: {_title(doc)}")
     ax.legend(fontsize=7)
-    return _save(fig, out / "key_orthogonality.png")
+    return save_figure(fig, out / "key_orthogonality.png")
 
 
 def attention_focusing(doc, r, out: Path) -> Path:
@@ -73,7 +73,7 @@ def attention_focusing(doc, r, out: Path) -> Path:
     ax[0].legend()
     f = r["focusing"]
     fig.suptitle(f"{_title(doc)}: focusing {100 * (f['relative_drop'] or 0):.1f}% ({r['positions']} position)")
-    return _save(fig, out / "attention_focusing.png")
+    return save_figure(fig, out / "attention_focusing.png")
 
 
 def domain_restriction(doc, r, out: Path) -> Path:
@@ -96,7 +96,7 @@ def domain_restriction(doc, r, out: Path) -> Path:
         a.set(ylim=(0, 1), title=space)
         a.legend(fontsize=7)
     fig.suptitle(f"{_title(doc)}: domain restriction (layer {layer})")
-    return _save(fig, out / "domain_restriction.png")
+    return save_figure(fig, out / "domain_restriction.png")
 
 
 def sula(doc, r, out: Path) -> Path:
@@ -123,7 +123,7 @@ def sula(doc, r, out: Path) -> Path:
     if r.get("controls"):
         ax[2].legend(fontsize=7)
     fig.suptitle(f"{_title(doc)}: SULA, labels {r['labels']}")
-    return _save(fig, out / "sula.png")
+    return save_figure(fig, out / "sula.png")
 
 
 def interventions(doc, r, out: Path) -> Path:
@@ -143,7 +143,7 @@ def interventions(doc, r, out: Path) -> Path:
     ax[0].set(ylabel="delta MAE (bits)", title="SULA calibration change")
     ax[1].set(ylabel="corr(v.u, H_model)", title="axis-entropy corr downstream of the cut")
     fig.suptitle(f"{_title(doc)}: entropy-axis interventions ({r['axis']['space']} axis)")
-    return _save(fig, out / "interventions.png")
+    return save_figure(fig, out / "interventions.png")
 
 
 def plot_all(doc: dict, out: Path | str) -> list[Path]:

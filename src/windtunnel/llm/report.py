@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from windtunnel.geometry.markdown import f, pct, table
+from windtunnel.tables import f, pct, table
 
 
 def _ci(x) -> str:

@@ -1,6 +1,6 @@
-"""Statistics the LLM analyses need beyond :mod:`windtunnel.geometry.stats`.
+"""Statistics the LLM analyses need beyond :mod:`windtunnel.stats`.
 
-Reused from geometry.stats: ``standardise``, ``participation_ratio``, ``spearman``,
+Reused from windtunnel.stats: ``standardise``, ``participation_ratio``, ``spearman``,
 ``mean_offdiag_abs_cosine``, ``gaussian_abs_cosine``, ``monte_carlo_test``. Added here:
 eigenvalue-only PCA for n << d via the Gram matrix (fast enough for 1,000 bootstrap refits),
 bootstrap intervals of PC shares and of means, the matched-(n, d) empirical PCA nulls
@@ -15,8 +15,8 @@ import functools
 
 import numpy as np
 
-from windtunnel.geometry.stats import participation_ratio, pca_components, spearman, standardise
-from windtunnel.geometry.stats import to_numpy as _np
+from windtunnel.stats import participation_ratio, pca_components, spearman, standardise
+from windtunnel.stats import to_numpy as _np
 
 
 def single_threaded_blas():

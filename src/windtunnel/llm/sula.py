@@ -32,7 +32,7 @@ import torch
 from windtunnel.config import ConfigError
 from windtunnel.infotheory import binary_entropy_bits
 from windtunnel.llm.stats import bootstrap_mean, pearson
-from windtunnel.geometry.stats import spearman
+from windtunnel.stats import spearman
 from windtunnel.tasks.sula import CARRIER_WORDS, SULATask
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError
-from windtunnel.geometry.markdown import table
+from windtunnel.tables import table
 from windtunnel.report import plots
 from windtunnel.files import atomic_write_text
 
@@ -33,16 +33,17 @@ FILES = "report_files"
 # Shared pieces
 # ---------------------------------------------------------------------------------------
 def _eval(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir / "eval.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    from windtunnel.train.rundir import RunDir
+
+    return RunDir(run_dir).eval()
 
 
 def _probe_curve(run_dir: Path, metric: str = "entropy_error") -> tuple[list[int], list[float]]:
     """The held-out checks of ``metric`` logged during training (``probe_<metric>`` in ``metrics.jsonl``)."""
-    from windtunnel.train.trainer import _metrics_log
+    from windtunnel.train.rundir import RunDir
 
     key = f"probe_{metric}"
-    rows = [r for r in _metrics_log(run_dir, float("inf")) if key in r]
+    rows = [r for r in RunDir(run_dir).metrics() if key in r]
     return [r["step"] for r in rows], [r[key] for r in rows]
 
 
@@ -237,10 +238,11 @@ def _ci(m: dict[str, float] | None, digits: int = 4) -> str:
 
 
 def run_report(run_dir: Path) -> tuple[str, str]:
-    from windtunnel.train.config import read_run_config
+    from windtunnel.train.rundir import RunDir
 
-    cfg = read_run_config(run_dir / "config.json")
-    ev = _eval(run_dir)
+    run = RunDir(run_dir)
+    cfg = run.config
+    ev = run.eval()
     title = f"windtunnel report: run {run_dir.name}"
     lines = [f"# {title}", "",
              f"Task **{cfg.task}** `{json.dumps(cfg.task_params)}`, model **{cfg.model}**, profile `{cfg.profile}`, "

@@ -1,80 +1,17 @@
-"""Calibration plots: model entropy against the exact posterior entropy, per position."""
+"""Plots that compare runs: entropy error against evaluation length, accuracy, training curves.
+
+The calibration plots of a single run (:func:`calibration_plot`, :func:`length_plot`) live in
+:mod:`windtunnel.evaluate.plots` and are re-exported here.
+"""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
-from typing import Any
 
-import matplotlib
+from windtunnel.evaluate.plots import calibration_plot, length_plot
+from windtunnel.figures import log_axes, plt, save_figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from windtunnel.files import atomic_write_bytes  # noqa: E402
-
-
-def calibration_plot(curves: dict[str, dict[str, Any]], path: Path | str, title: str = "") -> Path:
-    """Per-position H_model and H_Bayes (top) and |H_model - H_Bayes| (bottom, log scale).
-
-    ``curves`` maps a label (an architecture, a run) to a summary's ``curves`` dict plus
-    ``step`` (the prediction index k of each position), as written in ``eval.json``.
-    """
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
-    bayes_drawn = False
-    for label, c in curves.items():
-        k = c["step"]
-        if not bayes_drawn:
-            top.plot(k, c["h_bayes"], "k--", lw=2, label="Bayes (exact)")
-            bayes_drawn = True
-        top.plot(k, c["h_model"], marker="o", ms=3, lw=1.2, label=label)
-        bottom.plot(k, [max(v, 1e-6) for v in c["abs_dh"]], marker="o", ms=3, lw=1.2, label=label)
-    top.set_ylabel("predictive entropy (bits)")
-    top.legend(fontsize=8)
-    top.grid(alpha=0.3)
-    if title:
-        top.set_title(title)
-    bottom.set_yscale("log")
-    bottom.set_xlabel("prediction index k")
-    bottom.set_ylabel("|H_model - H_Bayes| (bits)")
-    bottom.grid(alpha=0.3, which="both")
-    return _save(fig, path)
-
-
-def length_plot(per_length: dict[str, dict[str, Any]], path: Path | str, title: str = "") -> Path:
-    """|H_model - H_Bayes| per position for each evaluation length (length generalisation)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for L, s in sorted(per_length.items(), key=lambda kv: int(kv[0])):
-        c = s["curves"]
-        err = s["entropy_error_mean_abs"]["value"]
-        ax.plot(s["step"], [max(v, 1e-6) for v in c["abs_dh"]], marker="o", ms=2, label=f"length {L}: {err:.4f} bits")
-    _log_axes(ax, "prediction index k", "|H_model - H_Bayes| (bits)", title)
-    return _save(fig, path)
-
-
-def _log_axes(ax, xlabel: str, ylabel: str, title: str = "", log: bool = True) -> None:
-    """Log (or linear) y axis, labels, grid, legend and title: the style every line plot here shares."""
-    if log:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title)
-
-
-def _save(fig, path: Path | str, tight: bool = True) -> Path:
-    """Save ``fig`` atomically (a full disk leaves the previous image, never half of one)."""
-    if tight:  # not with a colorbar spanning several axes
-        fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", dpi=120)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+__all__ = ["accuracy_plot", "calibration_plot", "length_comparison_plot", "length_plot", "training_curves_plot"]
 
 
 def length_comparison_plot(per_model: dict[str, list[tuple[int, float, float, float]]], path: Path | str,
@@ -89,8 +26,8 @@ def length_comparison_plot(per_model: dict[str, list[tuple[int, float, float, fl
         ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label)
     if train_length is not None:
         ax.axvline(train_length, color="grey", ls=":", label=f"training length {train_length}")
-    _log_axes(ax, "evaluation length", "entropy error (bits)", title)
-    return _save(fig, path)
+    log_axes(ax, "evaluation length", "entropy error (bits)", title)
+    return save_figure(fig, path)
 
 
 def accuracy_plot(acc: dict[str, tuple[float, float, float]], path: Path | str, chance: float | None = None,
@@ -111,7 +48,7 @@ def accuracy_plot(acc: dict[str, tuple[float, float, float]], path: Path | str, 
     ax.grid(alpha=0.3, axis="y")
     if title:
         ax.set_title(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def training_curves_plot(curves: dict[str, tuple[list[int], list[float]]], path: Path | str, title: str = "",
@@ -124,5 +61,5 @@ def training_curves_plot(curves: dict[str, tuple[list[int], list[float]]], path:
         ax.plot(steps, [max(v, 1e-6) for v in vals] if log else vals, marker="o", ms=3, label=label)
     ylabel = {"entropy_error": "probe entropy error (bits)", "kl_bayes_model": "probe KL(Bayes || model) (bits)",
               "accuracy": "probe accuracy"}.get(metric, f"probe {metric}")
-    _log_axes(ax, "training step", ylabel, title, log=log)
-    return _save(fig, path)
+    log_axes(ax, "training step", ylabel, title, log=log)
+    return save_figure(fig, path)

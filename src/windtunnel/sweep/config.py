@@ -84,7 +84,7 @@ class PrimitiveRule(StrictConfig):
 
 
 class Primitives(StrictConfig):
-    """Which inference primitives each architecture realises (Paper I v3, spec 1.5).
+    """Which inference primitives each architecture realises (Paper I v3's task-to-primitive mapping).
 
     A primitive's score is the fraction of the gap between the best baseline and the exact
     posterior that the model closes: 1 - model / baseline for errors, (model - baseline) /

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from windtunnel.geometry.markdown import table
+from windtunnel.tables import table
 from windtunnel.sweep.config import SweepConfig
 
 _MARK = {"yes": "✓", "partial": "~", "no": "✗"}

@@ -24,6 +24,7 @@ from windtunnel.sweep.config import SweepConfig
 from windtunnel.sweep.expand import SweepRun, expand
 from windtunnel.files import atomic_write_text
 from windtunnel.train.config import RunConfig
+from windtunnel.train.rundir import RunDir
 
 
 class SweepError(RuntimeError):
@@ -86,13 +87,11 @@ def read_manifest(out: Path) -> tuple[SweepConfig, list[SweepRun]]:
 def is_finished(run_dir: Path, config: RunConfig) -> bool:
     """The run has been evaluated after all of its training steps (an ``eval.json`` that
     `windtunnel eval` wrote for an interrupted run does not count)."""
-    path = run_dir / "eval.json"
-    if not path.is_file():
-        return False
     try:
-        return json.loads(path.read_text()).get("steps", -1) >= config.train.steps
+        ev = RunDir(run_dir).eval()
     except (OSError, ValueError):
         return False
+    return ev is not None and ev.get("steps", -1) >= config.train.steps
 
 
 def unique_runs(runs: list[SweepRun]) -> list[SweepRun]:
@@ -179,7 +178,7 @@ def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, address: str |
             if not (run_dir / "config.json").exists():
                 atomic_write_text(run_dir / "config.json", json.dumps(run.config.model_dump(mode="json"), indent=2))
             if not is_finished(run_dir, run.config):
-                atomic_write_text(run_dir / "eval.json", json.dumps(ev, indent=1))
+                RunDir(run_dir).write_eval(ev)
             log(f"[{done_count}/{len(runs)}] {run.name} finished")
     finally:
         if started:
@@ -280,7 +279,7 @@ def write_tables(out: Path, sweep: SweepConfig, runs: list[SweepRun], failed: di
     rows, missing = [], []
     for run in runs:  # a run shared by two experiments gives rows to both
         if is_finished(out / run.name, run.config):
-            rows.extend(run_rows(run, json.loads((out / run.name / "eval.json").read_text())))
+            rows.extend(run_rows(run, RunDir(out / run.name).eval()))
         elif run.name not in missing:
             missing.append(run.name)
     table = aggregate(rows, sweep.paper)

@@ -6,7 +6,7 @@ replacement the exact posterior is uniform over the values not yet revealed:
 p(pi(x_k) = y | context) = 1 / (V - k + 1) for unused y, so H_Bayes(k) = log2(V - k + 1).
 With replacement, a repeated key has a delta posterior on its revealed value.
 
-Formats (spec 1.1):
+Formats (Paper I and the authors' code):
 - ``sepvocab`` ("production", v3-era): ``[k1, v1+V, k2, v2+V, ..., k_L]``, length 2L-1;
   keys are tokens 0..V-1, values V..2V-1; every key position is scored.
 - ``paired`` (Paper I v1): ``[k1, v1, ..., kL, vL, q]``, length 2L+1, a shared vocabulary

@@ -8,7 +8,8 @@ exact posterior predictive after k - 1 examples is N(mu.x, sigma^2 + x' Sigma x)
 Sigma = (I / tau^2 + X'X / sigma^2)^-1 and mu = Sigma X'y / sigma^2. The reference is its
 differential entropy in bits, and the Gaussian KL to it.
 
-Not in Paper I's confirmed task list (spec 1.4); this is the standard conjugate design.
+Not among the tasks Paper I confirms (only one secondary summary lists a regression wind tunnel);
+this is the standard conjugate design.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from windtunnel.geometry.markdown import f as _fmt  # noqa: E402
-from windtunnel.report.plots import _save  # noqa: E402
+from windtunnel.tables import f as _fmt  # noqa: E402
+from windtunnel.figures import save_figure  # noqa: E402
 
 
 def _arr(x) -> np.ndarray:
@@ -39,7 +39,7 @@ def key_frame(res: dict, out: Path) -> list[Path]:
     ax.set_ylabel("mean |off-diagonal cosine|")
     ax.set_title(f"Key frame ({res['headline']}, {res['tokens']}); dots: heads")
     ax.legend(fontsize=8)
-    paths.append(_save(fig, out / "key_frame.png"))
+    paths.append(save_figure(fig, out / "key_frame.png"))
     if "layer0_cosines" in res:
         mats = res["layer0_cosines"] + res["layer0_cosines_init"][:1]
         titles = [f"L0H{h}" for h in range(len(res["layer0_cosines"]))] + ["L0H0 at step 0"]
@@ -51,7 +51,7 @@ def key_frame(res: dict, out: Path) -> list[Path]:
             ax.set_yticks([])
         fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="cosine")
         fig.suptitle("Layer-0 key cosines of the hypothesis tokens", fontsize=10)
-        paths.append(_save(fig, out / "key_cosines_layer0.png", tight=False))
+        paths.append(save_figure(fig, out / "key_cosines_layer0.png", tight=False))
     return paths
 
 
@@ -75,7 +75,7 @@ def attention(res: dict, out: Path) -> list[Path]:
     a2.set_ylabel("entropy / log2(t + 1)")
     a2.set_ylim(0, 1.05)
     a2.legend(fontsize=8)
-    paths.append(_save(fig, out / "attention_entropy.png"))
+    paths.append(save_figure(fig, out / "attention_entropy.png"))
 
     n = len(layers)
     fig, axes = plt.subplots(1, n, figsize=(2.8 * n, 2.9), squeeze=False)
@@ -86,7 +86,7 @@ def attention(res: dict, out: Path) -> list[Path]:
         ax.set_xlabel("earlier scored position j")
     axes[0][0].set_ylabel("query position i")
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="cos(q_i, k_j)")
-    paths.append(_save(fig, out / "qk_alignment.png", tight=False))
+    paths.append(save_figure(fig, out / "qk_alignment.png", tight=False))
 
     if "bijection_mass" in res:
         bm = res["bijection_mass"]
@@ -99,7 +99,7 @@ def attention(res: dict, out: Path) -> list[Path]:
         ax.set_ylabel("attention mass on earlier value tokens")
         ax.set_title("Mass on used values (eliminated hypotheses), mean over heads")
         ax.legend(fontsize=8)
-        paths.append(_save(fig, out / "attention_mass_values.png"))
+        paths.append(save_figure(fig, out / "attention_mass_values.png"))
     return paths
 
 
@@ -116,7 +116,7 @@ def value_manifold(res: dict, out: Path) -> list[Path]:
         ax.set_ylabel("PC2")
     fig.colorbar(sc, ax=axes.tolist(), label="H_Bayes (bits)")
     fig.suptitle(f"Value manifold: PCA of '{res['headline']}' (standardised)", fontsize=10)
-    paths.append(_save(fig, out / "value_manifold_pca.png", tight=False))
+    paths.append(save_figure(fig, out / "value_manifold_pca.png", tight=False))
 
     names = list(res["representations"])
     reps = res["representations"]
@@ -133,7 +133,7 @@ def value_manifold(res: dict, out: Path) -> list[Path]:
     a2.set_ylabel("held-out R² for H_Bayes")
     a2.set_xticks(x, names, rotation=45, ha="right", fontsize=8)
     a2.legend(fontsize=8)
-    paths.append(_save(fig, out / "value_manifold_layers.png"))
+    paths.append(save_figure(fig, out / "value_manifold_layers.png"))
     return paths
 
 
@@ -149,7 +149,7 @@ def ablation(res: dict, out: Path) -> list[Path]:
     ax.set_ylabel("Δ entropy error (bits)")
     ax.set_title(f"Ablations (baseline {res['baseline']['entropy_error']:.4f} bits; blue: heads, orange: blocks)")
     ax.axhline(0, color="k", lw=0.8)
-    return [_save(fig, out / "ablation.png")]
+    return [save_figure(fig, out / "ablation.png")]
 
 
 def logit_lens(res: dict, out: Path) -> list[Path]:
@@ -169,7 +169,7 @@ def logit_lens(res: dict, out: Path) -> list[Path]:
     ax.set_ylabel("KL (bits)")
     ax.set_title("Logit lens: each layer through the final norm and head")
     ax.legend(fontsize=7)
-    return [_save(fig, out / "logit_lens.png")]
+    return [save_figure(fig, out / "logit_lens.png")]
 
 
 def dynamics(res: dict, out: Path) -> list[Path]:
@@ -204,7 +204,7 @@ def dynamics(res: dict, out: Path) -> list[Path]:
     a3.set_xlim(left=0)
     a3.set_xlabel("training step (dotted: attention settles, error settles)")
     fig.suptitle("Frame-precision dissociation", fontsize=10)
-    return [_save(fig, out / "dynamics.png")]
+    return [save_figure(fig, out / "dynamics.png")]
 
 
 def recurrent(res: dict, out: Path) -> list[Path]:
@@ -225,7 +225,7 @@ def recurrent(res: dict, out: Path) -> list[Path]:
         ax.set_xlabel("PC1")
         ax.set_ylabel("PC2")
     fig.suptitle("Final-layer states (raw PCA)", fontsize=10)
-    return [_save(fig, out / "recurrent_pca.png", tight=False)]
+    return [save_figure(fig, out / "recurrent_pca.png", tight=False)]
 
 
 PLOTTERS = {"key_frame": key_frame, "attention": attention, "value_manifold": value_manifold,

@@ -11,13 +11,15 @@ calibration plot of every architecture added.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError
-from windtunnel.report.plots import calibration_plot
-from windtunnel.sweep import SweepConfig, expand, run_sweep
+from windtunnel.evaluate.plots import calibration_plot
+from windtunnel.sweep.config import SweepConfig
+from windtunnel.sweep.expand import expand
+from windtunnel.sweep.run import run_sweep
+from windtunnel.train.rundir import RunDir
 
 
 def compare_sweep(task: str, models: tuple[str, ...], profile: str, overrides: list[str] | None,
@@ -56,7 +58,7 @@ def compare(
     outcome = run_sweep(sweep, out, progress=progress, log=print if progress else (lambda _: None), runs=runs)
     curves = {}
     for run in runs:
-        ev = json.loads((outcome.out / run.name / "eval.json").read_text())
+        ev = RunDir(outcome.out / run.name).eval()
         main = ev["lengths"][str(ev["main_length"])]
         curves[f"{run.config.model} ({ev['n_params'] / 1e6:.2f}M)"] = {**main["curves"], "step": main["step"]}
     calibration_plot(curves, outcome.out / "calibration.png", title=f"{task}: model vs exact Bayes entropy")

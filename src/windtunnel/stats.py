@@ -1,6 +1,8 @@
-"""Pure statistics for the geometric diagnostics: no model code, numpy/torch in, floats out.
+"""Pure statistics shared by the geometric diagnostics and the LLM analyses: no model code,
+numpy/torch in, floats out.
 
-Everything here works on plain arrays so that the LLM analyses (Paper III) can reuse it:
+Everything here works on plain arrays, so that :mod:`windtunnel.geometry` and
+:mod:`windtunnel.llm` (Paper III) use the same functions without importing each other:
 cosine frames, permutation and Monte Carlo tests, attention entropy and Jensen-Shannon
 divergence between attention rows, PCA summaries with Spearman correlation and held-out
 linear probes, and k-means cluster quality. Entropies and divergences are in bits.

@@ -1,0 +1,102 @@
+"""One run's folder, opened: its config, checkpoints, model at any checkpoint, metrics and evaluation.
+
+Every command that reads a run folder goes through :class:`RunDir` (``windtunnel eval``, the
+geometric diagnostics, the report pages), so the folder's layout is written down once::
+
+    config.json          the resolved RunConfig
+    metrics.jsonl        one JSON record per logged step (training loss, held-out probe metrics)
+    checkpoints/step_N/  weights (and, for resumable ones, the optimiser and data-stream state)
+    eval.json            the evaluation against the exact posterior
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from windtunnel.config import ConfigError
+from windtunnel.files import atomic_write_text
+from windtunnel.tasks import Task
+from windtunnel.train.checkpoint import CheckpointError, list_checkpoints, load_weights, read_state
+from windtunnel.train.config import RunConfig, read_run_config
+
+CONFIG = "config.json"
+METRICS = "metrics.jsonl"
+EVAL = "eval.json"
+
+
+class RunDir:
+    """A run directory. ``RunDir(path)`` opens it lazily; :meth:`open` checks that it is one."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+
+    @classmethod
+    def open(cls, path: Path | str, not_a_run: type[Exception] = ConfigError) -> RunDir:
+        """The run in ``path``, or ``not_a_run`` raised when ``path`` has no ``config.json``.
+
+        (``windtunnel eval`` raises :class:`~windtunnel.train.checkpoint.CheckpointError` there,
+        exit code 3, and the diagnostics :class:`~windtunnel.config.ConfigError`, exit code 2.)
+        """
+        run = cls(path)
+        if not (run.path / CONFIG).is_file():
+            raise not_a_run(f"{run.path} is not a run directory (no config.json)")
+        return run
+
+    # --- config ------------------------------------------------------------------------
+    @cached_property
+    def config(self) -> RunConfig:
+        return read_run_config(self.path / CONFIG)
+
+    # --- checkpoints and models --------------------------------------------------------
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """``(step, folder)`` of every checkpoint, oldest first."""
+        return list_checkpoints(self.path)
+
+    def checkpoint(self, step: int | None = None, purpose: str = "load") -> tuple[int, Path]:
+        """``(step, folder)`` of the checkpoint at ``step`` (None: the newest); a
+        :class:`~windtunnel.train.checkpoint.CheckpointError` names ``purpose`` when there is none."""
+        cks = self.checkpoints()
+        if not cks:
+            raise CheckpointError(f"{self.path} has no checkpoint to {purpose}")
+        if step is None:
+            return cks[-1]
+        for s, folder in cks:
+            if s == step:
+                return s, folder
+        raise CheckpointError(f"{self.path} has no checkpoint at step {step}; it has steps {[s for s, _ in cks]}")
+
+    def load_model(self, step: int | None = None, purpose: str = "load") -> tuple[Task, torch.nn.Module]:
+        """The run's task and its model with the weights of the checkpoint at ``step`` (None: the newest)."""
+        from windtunnel.train.trainer import build  # the trainer (tqdm, evaluation) only when a model is needed
+
+        _, folder = self.checkpoint(step, purpose)
+        task, model = build(self.config)
+        load_weights(model, folder)
+        return task, model
+
+    def state(self, step: int | None = None) -> dict[str, Any]:
+        """The training state saved with the checkpoint at ``step`` (``train_seconds``, ...)."""
+        return read_state(self.checkpoint(step)[1])
+
+    # --- metrics and evaluation --------------------------------------------------------
+    def metrics(self, upto: float = math.inf) -> list[dict]:
+        """The records of ``metrics.jsonl`` up to step ``upto`` (complete lines only)."""
+        from windtunnel.train.trainer import _metrics_log
+
+        return _metrics_log(self.path, upto)
+
+    def eval(self) -> dict[str, Any] | None:
+        """``eval.json``, or None before the run is evaluated."""
+        path = self.path / EVAL
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def write_eval(self, result: dict[str, Any]) -> Path:
+        path = self.path / EVAL
+        atomic_write_text(path, json.dumps(result, indent=1))
+        return path
