@@ -46,7 +46,7 @@ def value_manifold(r: dict[str, Any]) -> tuple[str, str]:
     b = r["most_one_dimensional"]
     pc1, rho, pc1_0 = b["pc1"], abs(b["spearman_pc1"]), b["init_pc1"]
     verdict = HOLDS if pc1 > 0.8 and rho >= 0.7 else PARTLY if pc1 > pc1_0 and rho >= 0.5 else NO
-    return f"`{b['name']}`: PC1 {_pct(pc1)} (step 0 {_pct(pc1_0)}), \\|rho(PC1, H)\\| {rho:.2f}", verdict
+    return f"`{b['name']}`: PC1 {_pct(pc1)} (step 0 {_pct(pc1_0)}), |rho(PC1, H)| {rho:.2f}", verdict
 
 
 def attention_focusing(r: dict[str, Any]) -> tuple[str, str]:
