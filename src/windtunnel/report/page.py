@@ -166,12 +166,11 @@ def sweep_report(folder: Path) -> tuple[str, str]:
             lines += ["### Accuracy", ""] + table(["model", "accuracy [95% CI]", "paper"], body)
             lines += ["", _img(f"{FILES}/{slug}_accuracy.png", f"{exp} accuracy"), ""]
 
-        metric = rule_metric.get(exp, "entropy_error")
-        curves = {label: _probe_curve(folder / r.name, metric) for label, r in chosen.items()}
-        curves = {k: v for k, v in curves.items() if v[0]}
-        if not curves and metric != "entropy_error":  # runs logged before the probe had this metric
-            metric = "entropy_error"
-            curves = {k: v for k, v in ((lb, _probe_curve(folder / r.name)) for lb, r in chosen.items()) if v[0]}
+        # the primitive's metric; runs logged before the probe had it fall back to the entropy error
+        for metric in dict.fromkeys((rule_metric.get(exp, "entropy_error"), "entropy_error")):
+            curves = {label: c for label, r in chosen.items() if (c := _probe_curve(folder / r.name, metric))[0]}
+            if curves:
+                break
         if curves:
             plots.training_curves_plot(curves, files / f"{slug}_training.png", title=f"{exp}: training ({metric})",
                                        metric=metric)
