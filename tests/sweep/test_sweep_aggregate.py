@@ -96,3 +96,27 @@ def test_primitive_nan_score_is_replaced_by_a_real_one():
     rows[0]["baseline_entropy_error"] = 0.0  # a degenerate baseline: score nan
     rules = Primitives.build({"rules": {"transport": {"experiment": "hmm", "metric": "entropy_error"}}})
     assert primitives(aggregate(rows), rules)["transformer"]["transport"]["score"] == pytest.approx(0.9)
+
+
+def test_primitive_variants_are_labelled_and_spread_is_given():
+    rows = [_row("transformer", s, 0.01 + 0.01 * s) for s in (0, 1, 2)]
+    rows += [{**_row("mlp", s, 0.25), "experiment": "hmm-per-position"} for s in (0, 1, 2)]
+    rules = Primitives.build({"rules": {"transport": {"experiment": "hmm", "metric": "entropy_error",
+                                                      "variants": ["hmm-per-position"]}}})
+    prims = primitives(aggregate(rows), rules)
+    tf, mlp = prims["transformer"]["transport"], prims["mlp (per-position)"]["transport"]
+    assert mlp["score"] == pytest.approx(0.5) and mlp["experiment"] == "hmm-per-position"
+    # mean 0.02 over seeds 0.01, 0.02, 0.03: sd 0.01, t(2) = 4.303, interval 0.02 -+ 0.0248 (clipped at 0)
+    half = 4.302652729911275 * 0.01 / 3 ** 0.5
+    assert tf["score"] == pytest.approx(1 - 0.02 / 0.5)
+    assert tf["score_lo"] == pytest.approx(1 - (0.02 + half) / 0.5) and tf["score_hi"] == pytest.approx(1.0)
+    assert tf["n_seeds"] == 3
+
+
+def test_primitive_variant_experiments_must_be_named_after_the_rule():
+    from windtunnel.sweep.config import SweepConfig
+    doc = {"name": "s", "experiments": [{"task": "hmm", "models": ["mlp"]},
+                                        {"task": "hmm", "name": "other", "models": ["mlp"]}],
+           "primitives": {"rules": {"transport": {"experiment": "hmm", "metric": "entropy_error", "variants": ["other"]}}}}
+    with pytest.raises(Exception, match="hmm-VARIANT"):
+        SweepConfig.build(doc)

@@ -122,9 +122,16 @@ def test_load_sweep_by_name_and_path(tmp_path):
 def test_paper1_quick_is_the_comparison_on_the_quick_profiles():
     sweep = load_sweep("paper1-quick")
     runs = expand(sweep)
-    assert len(runs) == 12
+    assert len(runs) == 15
     assert {(r.config.task, r.config.model) for r in runs} == {
         (t, m) for t in ("bijection", "hmm", "recall") for m in ("transformer", "mamba", "lstm", "mlp")}
+    pp = [r for r in runs if r.experiment.endswith("-per-position")]  # both MLP variants on every task
+    assert sorted(r.experiment for r in pp) == ["bijection-per-position", "hmm-per-position", "recall-per-position"]
+    assert all(r.config.model_params["variant"] == "per_position" for r in pp)
+    for r in pp:  # matched to the (trained) transformer of its task, which the variant override left alone
+        tf = next(t for t in runs if t.config.task == r.config.task and t.config.model == "transformer")
+        ref = build(tf.config)[1].n_params()
+        assert abs(build(r.config)[1].n_params() - ref) / ref <= 0.02
     hmm = [r for r in runs if r.config.task == "hmm"]
     assert all(r.config.eval.lengths == [30, 50] and r.config.task_params["K"] == 20 for r in hmm)
     assert set(sweep.primitives.rules) == {"accumulation", "transport", "binding"}

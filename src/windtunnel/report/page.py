@@ -113,7 +113,7 @@ def sweep_report(folder: Path) -> tuple[str, str]:
     lines = [sweep_markdown(summary, sweep, title), ""]
     lines += claims_section(folder, runs)
     experiments = list(dict.fromkeys(r.experiment for r in runs))
-    rule_metric = {r.experiment: r.metric for r in (sweep.primitives.rules.values() if sweep.primitives else [])}
+    rule_metric = {e: r.metric for r in (sweep.primitives.rules.values() if sweep.primitives else []) for e in r.experiments()}
     accuracy_experiments = {e for e, m in rule_metric.items() if m == "accuracy"}
     for i, exp in enumerate(experiments):
         members = [r for r in runs if r.experiment == exp and is_finished(folder / r.name, r.config)]

@@ -115,23 +115,30 @@ def primitive_score(metric: str, value: float, baseline: float) -> float:
 def primitives(table: list[dict[str, Any]], rules: Primitives) -> dict[str, dict[str, dict[str, Any]]]:
     """``{model: {primitive: {score, verdict, value, baseline, ...}}}`` at each task's training length.
 
-    With grid axes besides the seed, a model's best setting counts."""
+    ``score_lo`` and ``score_hi`` are the scores at the ends of the metric's 95% interval (over
+    seeds, or the bootstrap with one seed). With grid axes besides the seed, a model's best setting
+    counts. Rows of a rule's variant experiments are labelled ``model (variant)``."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for prim, rule in rules.rules.items():
+        variant_of = rule.experiments()
         for row in table:
-            if row["experiment"] != rule.experiment or not row["is_main"] or row.get(rule.metric) is None:
+            if row["experiment"] not in variant_of or not row["is_main"] or row.get(rule.metric) is None:
                 continue
             base = row.get(f"baseline_{rule.metric}")
             if base is None:
                 continue
             score = primitive_score(rule.metric, row[rule.metric], base)
-            prev = out.setdefault(row["model"], {}).get(prim)
+            variant = variant_of[row["experiment"]]
+            label = row["model"] if variant is None else f"{row['model']} ({variant})"
+            prev = out.setdefault(label, {}).get(prim)
             if prev is not None and not (score > prev["score"] or math.isnan(prev["score"])):
                 continue
             verdict = "yes" if score >= rules.realised else "partial" if score >= rules.partial else "no"
-            out[row["model"]][prim] = {
-                "score": score, "verdict": verdict, "metric": rule.metric, "value": row[rule.metric],
-                "baseline": base, "baseline_name": row[f"baseline_{rule.metric}_name"], "experiment": rule.experiment,
+            ends = sorted(primitive_score(rule.metric, row[f"{rule.metric}_{e}"], base) for e in ("lo", "hi"))
+            out[label][prim] = {
+                "score": score, "score_lo": ends[0], "score_hi": ends[1], "n_seeds": row["n_seeds"],
+                "verdict": verdict, "metric": rule.metric, "value": row[rule.metric],
+                "baseline": base, "baseline_name": row[f"baseline_{rule.metric}_name"], "experiment": row["experiment"],
             }
     return out
 

@@ -81,6 +81,15 @@ class PrimitiveRule(StrictConfig):
     metric: Literal["entropy_error", "kl_bayes_model", "accuracy"] = Field(
         description="metric at the training length; scored as the fraction of the best baseline's gap closed"
     )
+    variants: list[str] = Field(
+        default_factory=list,
+        description="further experiments, named EXPERIMENT-VARIANT, that score variants of the architectures on the same "
+                    "task (e.g. the per-position MLP); their rows are labelled 'model (VARIANT)'",
+    )
+
+    def experiments(self) -> dict[str, str | None]:
+        """Experiment name -> the variant label of its rows (None for the rule's own experiment)."""
+        return {self.experiment: None, **{v: v.removeprefix(f"{self.experiment}-") for v in self.variants}}
 
 
 class Primitives(StrictConfig):
@@ -147,8 +156,13 @@ class SweepConfig(StrictConfig):
             raise ValueError(f"experiment names must be unique, got {names}; give each a name")
         if self.primitives:
             for prim, rule in self.primitives.rules.items():
-                if rule.experiment not in names:
-                    raise ValueError(f"primitive {prim!r} refers to experiment {rule.experiment!r}; have {names}")
+                for exp in rule.experiments():
+                    if exp not in names:
+                        raise ValueError(f"primitive {prim!r} refers to experiment {exp!r}; have {names}")
+                bad = [v for v in rule.variants if not v.startswith(f"{rule.experiment}-")]
+                if bad:
+                    raise ValueError(f"primitive {prim!r}: variant experiments must be named "
+                                     f"'{rule.experiment}-VARIANT', got {bad}")
         if self.paper is not None:
             from windtunnel.sweep.paper import paper_names
 

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from windtunnel.models import match_capacity
+from windtunnel.models import match_capacity, model_class
 from windtunnel.sweep.config import SweepConfig
 from windtunnel.tasks import make_task
 from windtunnel.train.config import RunConfig, resolve_run
@@ -48,13 +48,23 @@ def _as_override(key: str, value: Any) -> str:
 
 def matched_configs(task: str, models: list[str], profile: str | None, overrides: list[str],
                     reference: str | None, tol: float = 0.02) -> list[RunConfig]:
-    """One run config per model; all but ``reference`` matched to its parameter count."""
+    """One run config per model; all but ``reference`` matched to its parameter count.
+
+    A reference that is not trained gets the task, train and eval overrides, and only those
+    ``model_params`` overrides its own config has (e.g. ``model_params.init``; the per-position
+    MLP's ``model_params.variant`` is the trained model's alone)."""
     from windtunnel.train.trainer import build, sized_model_params
 
     configs = [resolve_run(task, name, profile, overrides) for name in models]
     if reference is None:
         return configs
-    ref_cfg = configs[models.index(reference)] if reference in models else resolve_run(task, reference, profile, overrides)
+    if reference in models:
+        ref_cfg = configs[models.index(reference)]
+    else:  # sized as its profile gives it: model_params overrides address the trained models
+        ref_fields = model_class(reference).Config.model_fields
+        ref_cfg = resolve_run(task, reference, profile, [
+            o for o in overrides
+            if not o.startswith("model_params.") or o.partition("=")[0].removeprefix("model_params.") in ref_fields])
     _, ref_model = build(ref_cfg)
     target = ref_model.n_params()
     task_obj = make_task(ref_cfg.task, ref_cfg.task_params)

@@ -81,7 +81,8 @@ def primitives_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[st
                 continue
             v = per[p]
             count += {"yes": 1.0, "partial": 0.5}.get(v["verdict"], 0.0)
-            cells.append(f"{_MARK[v['verdict']]} {v['score']:.2f}")
+            spread = f" [{v['score_lo']:.2f}, {v['score_hi']:.2f}]" if v.get("n_seeds", 1) > 1 else ""
+            cells.append(f"{_MARK[v['verdict']]} {v['score']:.2f}{spread}")
         cells.append(f"{count:g}/{len(rules)}")
         if paper_claims:
             claim = paper_claims.get(model)
@@ -96,11 +97,12 @@ def primitives_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[st
 
 def primitives_note(sweep: SweepConfig) -> str:
     r = sweep.primitives
-    rules = "; ".join(f"{p}: {METRIC_LABEL[rule.metric]} on {rule.experiment}" for p, rule in r.rules.items())
+    rules = "; ".join(f"{p}: {METRIC_LABEL[rule.metric]} on {', '.join(rule.experiments())}" for p, rule in r.rules.items())
     return (
         f"Score = fraction of the best baseline's gap to the exact posterior that the model closes at the training "
-        f"length ({rules}); ✓ at ≥ {r.realised}, ~ at ≥ {r.partial}, else ✗. The paper column gives the paper's "
-        "claims in the same column order."
+        f"length ({rules}); ✓ at ≥ {r.realised}, ~ at ≥ {r.partial}, else ✗; with several seeds the score of "
+        "the mean, with the scores at the ends of the metric's 95% interval over seeds in brackets. The paper column "
+        "gives the paper's claims in the same column order."
     )
 
 
