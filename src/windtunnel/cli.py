@@ -301,6 +301,47 @@ def sweep(
 
 
 @app.command()
+def scorecard(
+    model: str = typer.Argument(..., help="a registered architecture, or package.module:Class for your own (imports it)"),
+    profile: str = typer.Option("quick", "--profile", help="run profile: quick (paper1-quick's budget, 2 CPU cores) or paper"),
+    seeds: int = typer.Option(1, "--seeds", min=1, max=100, help="seeds 0..N-1 per run"),
+    primitives: Optional[str] = typer.Option(None, "--primitives", help="comma-separated subset of accumulation, transport, binding, continuous, sula"),
+    out: Optional[Path] = typer.Option(None, "--out", help="folder (default runs/sweep-scorecard-<model>-<hash>)"),
+    backend: str = typer.Option("local", "--backend", help="local or ray (the model's module must be importable on the workers)"),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join"),
+    overrides: list[str] = typer.Option([], "--set", help="override for every run, e.g. --set train.steps=500"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
+) -> None:
+    """Which inference primitives an architecture realises, scored against exact posteriors.
+
+    Trains MODEL and the transformer (MODEL capacity-matched to it) on bijection (accumulation),
+    HMM (transport), recall (binding), regression (continuous beliefs) and SULA, with the budget of
+    paper1-quick; writes scorecard.json, the sweep tables and report.html. It is a sweep: run it
+    again to continue, `windtunnel report DIR` to redraw the page.
+    """
+    from windtunnel.report.page import write_report
+    from windtunnel.sweep import run_sweep
+    from windtunnel.sweep.scorecard import SCORECARD_FILE, scorecard_sweep, write_scorecard
+
+    def go():
+        chosen = [p.strip() for p in primitives.split(",") if p.strip()] if primitives is not None else None
+        cfg = scorecard_sweep(model, profile, seeds, chosen)
+        outcome = run_sweep(cfg, out, backend=backend, address=address, overrides=overrides,
+                            progress=not quiet, log=typer.echo)
+        summary = json.loads((outcome.out / "summary.json").read_text())
+        doc = write_scorecard(outcome.out, summary, cfg, model)
+        paths = write_report(outcome.out)
+        typer.echo("")
+        for prim, row in doc["primitives"].items():
+            cells = [f"{who}: " + (f"{r['verdict']} {r['score']:.2f}" if r and r.get("score") is not None else "-")
+                     for who, r in (("model", row["model"]), ("transformer", row["transformer"]))]
+            typer.echo(f"{prim:<13} ({row['task']}, {row['metric']}): " + "; ".join(cells))
+        typer.echo(f"written: {outcome.out / SCORECARD_FILE}, {paths['html']}")
+
+    _run_errors(go)
+
+
+@app.command()
 def report(
     folder: Path = typer.Argument(..., help="a sweep folder (windtunnel sweep / run) or a run directory (windtunnel train)"),
 ) -> None:

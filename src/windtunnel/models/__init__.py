@@ -3,7 +3,10 @@ output heads, TransformerLens-style capture, ablations, and capacity matching.""
 
 from windtunnel.models import lstm, mamba, mamba2, mlp, transformer  # noqa: F401  (registers them)
 from windtunnel.models.base import (  # noqa: F401
+    Capture,
+    InputAdapter,
     ModelConfig,
+    OutputHead,
     WindModel,
     make_model,
     model_class,
@@ -11,3 +14,4 @@ from windtunnel.models.base import (  # noqa: F401
     register_model,
 )
 from windtunnel.models.capacity import count_params, match_capacity  # noqa: F401
+from windtunnel.models.contract import check_model  # noqa: F401

@@ -215,10 +215,23 @@ class WindModel(nn.Module):
 MODELS: Registry[type[WindModel]] = Registry("model")
 register_model = MODELS.register
 model_names = MODELS.names
-model_class = MODELS.get
+
+
+def model_class(name: str) -> type[WindModel]:
+    """The architecture registered as ``name``, or a user's ``package.module:Class`` (imported;
+    see :mod:`windtunnel.models.contract`)."""
+    from windtunnel.models.contract import is_user_model, load_user_model
+
+    return load_user_model(name) if is_user_model(name) else MODELS.get(name)
 
 
 def make_model(name: str, spec: TaskSpec, params: dict[str, Any] | None = None) -> WindModel:
-    """Build a registered architecture for a task from (validated) parameters."""
+    """Build a registered architecture (or a user's ``package.module:Class``, whose contract is
+    checked on ``spec`` first: :func:`~windtunnel.models.contract.check_model`) from (validated) parameters."""
+    from windtunnel.models.contract import check_model, is_user_model
+
     cls = model_class(name)
-    return cls(spec, cls.Config.build(params, where=f"model '{name}'"))
+    model = cls(spec, cls.Config.build(params, where=f"model '{name}'"))
+    if is_user_model(name):
+        check_model(model, spec)
+    return model

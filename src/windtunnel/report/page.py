@@ -111,6 +111,7 @@ def sweep_report(folder: Path) -> tuple[str, str]:
     files = folder / FILES
     title = f"windtunnel report: sweep {sweep.name}"
     lines = [sweep_markdown(summary, sweep, title), ""]
+    lines += scorecard_section(folder)
     lines += claims_section(folder, runs)
     experiments = list(dict.fromkeys(r.experiment for r in runs))
     rule_metric = {e: r.metric for r in (sweep.primitives.rules.values() if sweep.primitives else []) for e in r.experiments()}
@@ -194,6 +195,30 @@ def sweep_report(folder: Path) -> tuple[str, str]:
         lines += ["### Runs", ""] + table(["run", "model", "grid point", "params", "steps", "train s"], body) + [""]
     lines += ["## Sweep config", ""] + _config_block(sweep.model_dump(mode="json"))
     return title, "\n".join(lines)
+
+
+def scorecard_section(folder: Path) -> list[str]:
+    """The scorecard of ``windtunnel scorecard`` (``scorecard.json``), when the folder has one."""
+    path = folder / "scorecard.json"
+    if not path.is_file():
+        return []
+    doc = json.loads(path.read_text())
+
+    def cell(r: dict[str, Any] | None) -> str:
+        if not r or r.get("score") is None:
+            return "-"
+        spread = f" [{r['score_lo']:.2f}, {r['score_hi']:.2f}]" if r.get("n_seeds", 1) > 1 else ""
+        return f"{r['verdict']} {r['score']:.2f}{spread}"
+
+    body = [[prim, f"{row['task']} ({row['metric'].replace('_', ' ')})", cell(row["model"]), cell(row[doc["reference"]])]
+            for prim, row in doc["primitives"].items()]
+    model = html.escape(doc["model"], quote=False)
+    return ([f"## Scorecard: {model}", "",
+             f"Seeds {', '.join(map(str, doc['seeds']))}; {doc['finished']} of {doc['n_runs']} runs finished. Score = "
+             f"fraction of the best baseline's gap to the exact posterior closed at the training length (yes at ≥ "
+             f"{doc['realised']}, partial at ≥ {doc['partial']}); brackets: the scores at the ends of the 95% "
+             "interval over seeds. Calibration, length and training plots per task follow.", ""]
+            + table(["primitive", "task (metric)", model, doc["reference"]], body) + [""])
 
 
 def claims_section(folder: Path, runs: list) -> list[str]:
