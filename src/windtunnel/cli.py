@@ -78,7 +78,8 @@ def tasks(json_out: bool = typer.Option(False, "--json", help="print one JSON do
                 "description": cls.description,
                 "hypothesis_space": str(task.hypothesis_space()),
                 "log10_hypotheses": task.hypothesis_space().log10_size,
-                "profiles": cls.Config.profiles,
+                "presets": cls.Config.presets,
+                "profiles": cls.Config.presets,  # deprecated name of "presets", kept for existing readers
                 "baselines": ["bayes", *cls.baseline_names],
                 "seq_len": spec.seq_len,
                 "scored_positions": spec.n_scored,
@@ -96,8 +97,8 @@ def tasks(json_out: bool = typer.Option(False, "--json", help="print one JSON do
             f"  default sequence: {r['seq_len']} positions, {r['scored_positions']} scored, answer space {r['answer_space']}"
         )
         typer.echo(f"  baselines: {', '.join(r['baselines'])}")
-        if r["profiles"]:
-            typer.echo(f"  profiles: {', '.join(r['profiles'])}")
+        if r["presets"]:
+            typer.echo(f"  presets: {', '.join(r['presets'])}")
         for f in r["parameters"]:
             typer.echo(f"    --{f['name']:<18} default {f['default']!s:<14} {f['allowed']:<24} {f['help']}")
         typer.echo("")
@@ -110,7 +111,8 @@ def sample(
     n: int = typer.Option(2, "--n", min=1, help="number of sequences"),
     seed: int = typer.Option(0, "--seed", help="seed of the generator"),
     split: str = typer.Option("train", "--split", help="data stream: train, eval or probe"),
-    profile: Optional[str] = typer.Option(None, "--profile", help="start from a named profile of the task"),
+    preset: Optional[str] = typer.Option(None, "--preset", help="start from a named preset of the task (see `windtunnel tasks`)"),
+    profile: Optional[str] = typer.Option(None, "--profile", hidden=True, help="deprecated: use --preset"),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP + " Here task_params.NAME=value, e.g. --set task_params.V=6"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON document"),
 ) -> None:
@@ -122,9 +124,12 @@ def sample(
     from windtunnel.tasks import make_generator, make_task
     from windtunnel.tasks.export import batch_to_json, format_sequence
 
+    if profile is not None:
+        typer.echo("note: `sample --profile` is deprecated (task presets are now called presets); use --preset", err=True)
+        preset = preset if preset is not None else profile
     try:
         params = task_params(overrides, ctx.args, f"task '{task}'")
-        t = make_task(task, params, profile=profile)
+        t = make_task(task, params, preset=preset)
         batch = t.sample(n, make_generator(seed, split))
     except ConfigError as exc:
         fail(str(exc))
