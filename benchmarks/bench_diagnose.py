@@ -34,7 +34,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     run = Path(args.run or f"runs/bench-diagnose-{args.task}-{args.model}")
     if not (run / "eval.json").is_file():
-        cfg = resolve_run(args.task, args.model, "quick", [f"train.threads={args.threads}"])
+        cfg = resolve_run(args.task, args.model, "quick", {"train.threads": args.threads})
         t0 = time.perf_counter()
         res = train(cfg, run, progress=True)
         print(f"trained {cfg.run_name()} ({res.n_params:,} parameters, {res.steps} steps) in "

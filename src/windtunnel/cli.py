@@ -9,16 +9,29 @@ from typing import Any, Optional
 
 import typer
 
-from windtunnel.config import ConfigError
+from windtunnel.config import ConfigError, parse_overrides
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Bayesian wind tunnels: exact posteriors, models, geometry.")
 
 EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+SET_HELP = "override a config field: section.field=value (value read as JSON when it parses, else as text)."
 
 
 def fail(message: str, code: int = 2) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
+
+
+def task_params(overrides: list[str], args: list[str], where: str) -> dict[str, Any]:
+    """A task's parameters from ``--set task_params.NAME=value`` items and the short ``--NAME value``
+    form (sugar for the same; given both, the short form wins as it comes last on the line)."""
+    out: dict[str, Any] = {}
+    for key, value in parse_overrides(overrides):
+        section, dot, name = key.partition(".")
+        if section != "task_params" or not dot or not name or "." in name:
+            raise ConfigError(f"--set {key}=...: {where} takes task_params.NAME=value (e.g. task_params.V=6)")
+        out[name] = value
+    return {**out, **parse_params(args, where)}
 
 
 def parse_params(args: list[str], where: str) -> dict[str, Any]:
@@ -65,7 +78,8 @@ def tasks(json_out: bool = typer.Option(False, "--json", help="print one JSON do
                 "description": cls.description,
                 "hypothesis_space": str(task.hypothesis_space()),
                 "log10_hypotheses": task.hypothesis_space().log10_size,
-                "profiles": cls.Config.profiles,
+                "presets": cls.Config.presets,
+                "profiles": cls.Config.presets,  # deprecated name of "presets", kept for existing readers
                 "baselines": ["bayes", *cls.baseline_names],
                 "seq_len": spec.seq_len,
                 "scored_positions": spec.n_scored,
@@ -83,8 +97,8 @@ def tasks(json_out: bool = typer.Option(False, "--json", help="print one JSON do
             f"  default sequence: {r['seq_len']} positions, {r['scored_positions']} scored, answer space {r['answer_space']}"
         )
         typer.echo(f"  baselines: {', '.join(r['baselines'])}")
-        if r["profiles"]:
-            typer.echo(f"  profiles: {', '.join(r['profiles'])}")
+        if r["presets"]:
+            typer.echo(f"  presets: {', '.join(r['presets'])}")
         for f in r["parameters"]:
             typer.echo(f"    --{f['name']:<18} default {f['default']!s:<14} {f['allowed']:<24} {f['help']}")
         typer.echo("")
@@ -97,18 +111,25 @@ def sample(
     n: int = typer.Option(2, "--n", min=1, help="number of sequences"),
     seed: int = typer.Option(0, "--seed", help="seed of the generator"),
     split: str = typer.Option("train", "--split", help="data stream: train, eval or probe"),
-    profile: Optional[str] = typer.Option(None, "--profile", help="start from a named profile of the task"),
+    preset: Optional[str] = typer.Option(None, "--preset", help="start from a named preset of the task (see `windtunnel tasks`)"),
+    profile: Optional[str] = typer.Option(None, "--profile", hidden=True, help="deprecated: use --preset"),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP + " Here task_params.NAME=value, e.g. --set task_params.V=6"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON document"),
 ) -> None:
     """Print sequences with the exact posterior and its entropy at each scored position.
 
-    Task parameters follow as --name value, e.g. `windtunnel sample bijection --V 6 --L 5`.
+    Task parameters follow as --set task_params.NAME=value or, short, --NAME value, e.g.
+    `windtunnel sample bijection --V 6 --L 5`.
     """
     from windtunnel.tasks import make_generator, make_task
     from windtunnel.tasks.export import batch_to_json, format_sequence
 
+    if profile is not None:
+        typer.echo("note: `sample --profile` is deprecated (task presets are now called presets); use --preset", err=True)
+        preset = preset if preset is not None else profile
     try:
-        t = make_task(task, parse_params(ctx.args, f"task '{task}'"), profile=profile)
+        params = task_params(overrides, ctx.args, f"task '{task}'")
+        t = make_task(task, params, preset=preset)
         batch = t.sample(n, make_generator(seed, split))
     except ConfigError as exc:
         fail(str(exc))
@@ -153,7 +174,7 @@ def train(
     task: str = typer.Option("bijection", "--task", help="task name"),
     model: str = typer.Option("transformer", "--model", help="architecture name"),
     profile: str = typer.Option("quick", "--profile", help="config profile: quick (CPU, minutes) or paper"),
-    overrides: list[str] = typer.Option([], "--set", help="override, e.g. --set train.steps=500 --set model_params.d_model=64"),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP + " e.g. --set train.steps=500 --set model_params.d_model=64"),
     out: Optional[Path] = typer.Option(None, "--out", help="run directory (default runs/<task>-<model>-<hash>)"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
 ) -> None:
@@ -162,7 +183,7 @@ def train(
     from windtunnel.train.trainer import train as run_training
 
     def go():
-        cfg = resolve_run(task, model, profile, overrides)
+        cfg = resolve_run(task, model, profile, parse_overrides(overrides))
         run_dir = out or Path("runs") / cfg.run_name()
         typer.echo(f"run directory: {run_dir}")
         res = run_training(cfg, run_dir, progress=not quiet)
@@ -231,7 +252,7 @@ def run(
     task: str = typer.Option("bijection", "--task", help="task name"),
     models: str = typer.Option("transformer,lstm,mamba,mlp", "--models", help="comma-separated architectures"),
     profile: str = typer.Option("quick", "--profile", help="config profile"),
-    overrides: list[str] = typer.Option([], "--set", help="override for every run, e.g. --set train.steps=500"),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP + " For every run, e.g. --set train.steps=500"),
     out: Optional[Path] = typer.Option(None, "--out", help="output folder (default runs/compare-<task>-<hash>)"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
 ) -> None:
@@ -241,7 +262,7 @@ def run(
 
     def go():
         names = tuple(m.strip() for m in models.split(",") if m.strip())
-        folder, summary = compare(task, names, profile, overrides, out, progress=not quiet)
+        folder, summary = compare(task, names, profile, parse_overrides(overrides), out, progress=not quiet)
         typer.echo("")
         typer.echo(comparison_table(summary["table"], task))
         typer.echo(f"\nwritten: {folder}/summary.md, {folder}/table.csv, {folder}/calibration.png; page: windtunnel report {folder}")
@@ -256,7 +277,7 @@ def sweep(
     out: Optional[Path] = typer.Option(None, "--out", help="sweep folder (default runs/sweep-<name>-<hash>)"),
     backend: str = typer.Option("local", "--backend", help="local (in-process, one run after another) or ray"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join (e.g. auto or ray://host:10001); default: start a local Ray"),
-    overrides: list[str] = typer.Option([], "--set", help="override for every run, e.g. --set train.steps=500"),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP + " For every run, e.g. --set train.steps=500"),
     grid: list[str] = typer.Option([], "--grid", help="grid axis, e.g. --grid train.seed=0,1,2 (replaces the sweep's axis)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the run list (and which are finished) without training"),
     json_out: bool = typer.Option(False, "--json", help="with --dry-run: the resolved run configs as JSON"),
@@ -278,10 +299,11 @@ def sweep(
 
     def go():
         cfg = load_sweep(config)
+        pairs = parse_overrides(overrides)
         axes = dict(parse_grid_option(g) for g in grid)
+        folder = out or default_out(cfg, overrides)  # named by the --set text as typed
         if dry_run:
-            runs = expand(cfg, overrides, axes)
-            folder = out or default_out(cfg, overrides)
+            runs = expand(cfg, pairs, axes)
             if json_out:
                 typer.echo(json.dumps([r.describe() for r in runs], indent=1))
                 return
@@ -290,7 +312,7 @@ def sweep(
                 typer.echo(f"{r.name:<36} {r.experiment:<12} {r.labels}  {r.config.train.steps} steps  [{state}]")
             typer.echo(f"{len(runs)} runs; folder {folder}")
             return
-        outcome = run_sweep(cfg, out, backend=backend, address=address, overrides=overrides, grid=axes,
+        outcome = run_sweep(cfg, folder, backend=backend, address=address, overrides=pairs, grid=axes,
                             progress=not quiet, log=typer.echo)
         typer.echo("")
         typer.echo((outcome.out / "summary.md").read_text())
@@ -321,13 +343,14 @@ def scorecard(
     """
     from windtunnel.report.page import write_report
     from windtunnel.sweep import run_sweep
+    from windtunnel.sweep.run import default_out
     from windtunnel.sweep.scorecard import SCORECARD_FILE, scorecard_sweep, write_scorecard
 
     def go():
         chosen = [p.strip() for p in primitives.split(",") if p.strip()] if primitives is not None else None
         cfg = scorecard_sweep(model, profile, seeds, chosen)
-        outcome = run_sweep(cfg, out, backend=backend, address=address, overrides=overrides,
-                            progress=not quiet, log=typer.echo)
+        outcome = run_sweep(cfg, out or default_out(cfg, overrides), backend=backend, address=address,
+                            overrides=parse_overrides(overrides), progress=not quiet, log=typer.echo)
         summary = json.loads((outcome.out / "summary.json").read_text())
         doc = write_scorecard(outcome.out, summary, cfg, model)
         paths = write_report(outcome.out)

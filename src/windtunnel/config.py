@@ -7,10 +7,11 @@ the value given and what is allowed.
 
 from __future__ import annotations
 
+import json
 import os
 import types
 import typing
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
@@ -183,15 +184,78 @@ def require(module: str, extra: str, needed_by: str):
 
 
 # ---------------------------------------------------------------------------------------
+# Overrides: one syntax, parsed at the edges
+# ---------------------------------------------------------------------------------------
+#: one override: a dotted key (``train.steps``, ``model_params.d_model``) and its value
+Override = tuple[str, Any]
+#: what the library takes: ``{"train.steps": 500}`` or ``[("train.steps", 500), ...]`` (applied in order)
+Overrides = Mapping[str, Any] | Iterable[Override]
+
+
+def parse_override(text: str) -> Override:
+    """``section.field=value`` -> ``("section.field", value)``; the value is JSON when it parses
+    (``500``, ``1e-3``, ``true``, ``[30,50]``, ``{"V":6}``), else the string as written.
+
+    The one override syntax of every command (``--set``), of sweep files (``overrides``) and of
+    ``WINDTUNNEL_FORCE_SET``; the library itself takes the parsed pairs (:data:`Overrides`)."""
+    key, eq, raw = text.partition("=")
+    if not eq or not key:
+        raise ConfigError(f"override {text!r} must look like section.field=value (e.g. train.steps=500)")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key, value
+
+
+def parse_overrides(texts: Iterable[str]) -> list[Override]:
+    """:func:`parse_override` of each of ``texts``, in order."""
+    return [parse_override(t) for t in texts]
+
+
+def as_overrides(overrides: Overrides | None) -> list[Override]:
+    """``overrides`` as a list of ``(key, value)`` pairs, in the order they apply.
+
+    A string is refused: ``a.b=value`` text is parsed once, where it is read (the command
+    line, a sweep file), with :func:`parse_overrides`."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, Mapping):
+        return list(overrides.items())
+    if isinstance(overrides, str):
+        raise TypeError(f"overrides must be key -> value pairs, not the string {overrides!r}; "
+                        "parse command-line text with windtunnel.config.parse_overrides")
+    out = []
+    for item in overrides:
+        if isinstance(item, str) or not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str)):
+            raise TypeError(f"override {item!r} is not a (key, value) pair; parse command-line text "
+                            "(section.field=value) with windtunnel.config.parse_overrides")
+        out.append((item[0], item[1]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
 # Overrides forced from the environment
 # ---------------------------------------------------------------------------------------
 FORCE_ENV = "WINDTUNNEL_FORCE_SET"
 
 
-def forced_overrides() -> list[str]:
-    """Overrides from the environment variable ``WINDTUNNEL_FORCE_SET`` (whitespace-separated
+def forced_texts() -> list[str]:
+    """The items of the environment variable ``WINDTUNNEL_FORCE_SET`` (whitespace-separated
     ``section.field=value`` items; ``llm.name=value`` for the options of ``windtunnel llm``),
     applied after every other override. The test of the documentation uses it to run the
     documented training, sweep and LLM commands in seconds; a run records them, since they are
     part of its resolved config."""
     return os.environ.get(FORCE_ENV, "").split()
+
+
+def forced_overrides() -> list[Override]:
+    """The run-config items of ``WINDTUNNEL_FORCE_SET``, parsed (the ``llm.*`` ones are
+    :func:`forced_llm_options`)."""
+    return parse_overrides(t for t in forced_texts() if not t.startswith("llm."))
+
+
+def forced_llm_options() -> dict[str, str]:
+    """The ``llm.name=value`` items of ``WINDTUNNEL_FORCE_SET``: option name -> value as written
+    (the LLM options' own validation converts them)."""
+    return dict(t.removeprefix("llm.").partition("=")[::2] for t in forced_texts() if t.startswith("llm."))

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from windtunnel.cli import app
@@ -45,11 +46,41 @@ def test_sample_json_lets_anyone_recompute_the_posterior():
     assert len(doc["sequences"]) == 2 and doc["config"]["K"] == 4
 
 
-def test_sample_json_regression_and_profile():
-    doc = json.loads(runner.invoke(app, ["sample", "regression", "--profile", "small", "--n", "1", "--json"]).output)
+def test_sample_json_regression_and_preset():
+    doc = json.loads(runner.invoke(app, ["sample", "regression", "--preset", "small", "--n", "1", "--json"]).stdout)
     seq = doc["sequences"][0]
     assert len(seq["posterior_mean"]) == 8 and "weights" in seq["latent"]
-    assert make_task("regression", profile="small").config.d == 4
+    assert make_task("regression", preset="small").config.d == 4
+
+
+def test_profile_is_a_deprecated_alias_of_preset():
+    """`sample --profile` (the old name of a task preset) still works, with a one-line notice on stderr."""
+    new = runner.invoke(app, ["sample", "recall", "--preset", "small", "--n", "1", "--json"])
+    old = runner.invoke(app, ["sample", "recall", "--profile", "small", "--n", "1", "--json"])
+    assert new.exit_code == old.exit_code == 0
+    assert json.loads(old.stdout) == json.loads(new.stdout) and json.loads(old.stdout)["config"]["N"] == 8
+    assert "deprecated" not in new.stderr
+    notice = old.stderr.strip().splitlines()
+    assert len(notice) == 1 and "--profile" in notice[0] and "deprecated" in notice[0] and "--preset" in notice[0]
+    with pytest.warns(DeprecationWarning, match="preset"):
+        assert make_task("recall", profile="small").config.N == 8
+
+
+def test_tasks_lists_presets_under_the_new_name_and_the_old():
+    records = json.loads(runner.invoke(app, ["tasks", "--json"]).stdout)
+    recall = next(r for r in records if r["name"] == "recall")
+    assert "small" in recall["presets"] and recall["profiles"] == recall["presets"]
+    text = runner.invoke(app, ["tasks"]).stdout
+    assert "  presets: paper, small" in text and "profiles:" not in text
+
+
+def test_sample_takes_task_fields_as_set_and_as_short_options():
+    by_set = runner.invoke(app, ["sample", "bijection", "--set", "task_params.V=6", "--set", "task_params.L=5", "--json"])
+    short = runner.invoke(app, ["sample", "bijection", "--V", "6", "--L", "5", "--json"])
+    assert by_set.exit_code == short.exit_code == 0
+    assert json.loads(by_set.stdout) == json.loads(short.stdout)
+    res = runner.invoke(app, ["sample", "bijection", "--set", "train.steps=5"])
+    assert res.exit_code == 2 and "task_params.NAME=value" in res.output
 
 
 def test_bad_input_gives_clear_errors():
@@ -60,4 +91,4 @@ def test_bad_input_gives_clear_errors():
     res = runner.invoke(app, ["sample", "nope"])
     assert res.exit_code == 2 and "unknown task 'nope'" in res.output
     res = runner.invoke(app, ["sample", "hmm", "--profile", "huge"])
-    assert res.exit_code == 2 and "unknown profile 'huge'" in res.output
+    assert res.exit_code == 2 and "unknown preset 'huge'" in res.output

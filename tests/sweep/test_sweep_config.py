@@ -52,7 +52,7 @@ def test_override_order_grid_wins_over_experiment(tiny_sweep):
     doc["experiments"][0]["overrides"].append("train.lr=0.5")
     runs = expand(SweepConfig.build(doc))
     assert all(r.config.train.lr == 0.01 for r in runs)
-    runs = expand(SweepConfig.build(doc), overrides=["train.lr=0.2"])  # the command line wins over both
+    runs = expand(SweepConfig.build(doc), overrides={"train.lr": 0.2})  # the command line wins over both
     assert all(r.config.train.lr == 0.2 for r in runs)
     runs = expand(SweepConfig.build(doc), grid={"train.seed": [3]})
     assert {r.config.train.seed for r in runs} == {3}
@@ -161,3 +161,39 @@ def test_paper1_expands_to_the_paper_settings():
         assert all(abs(c - ref) / ref <= 0.02 for c in counts.values()), (task, counts)
     bij = next(r for r in runs if r.config.task == "bijection" and r.config.model == "transformer")
     assert bij.config.task_params["format"] == "paired" and bij.config.train.steps == 100000
+
+
+def test_overrides_are_parsed_once_on_loading_a_sweep(tiny_sweep):
+    sweep = tiny_sweep()
+    assert sweep.override_pairs[0] == ("train.steps", 12)
+    assert sweep.experiments[1].override_pairs[-1] == ("eval.lengths", [30])
+    assert sweep.model_dump()["overrides"][0] == "train.steps=12"  # the file format is unchanged
+    with pytest.raises(ConfigError, match="must look like section.field=value"):
+        tiny_sweep(overrides=["train.steps"])
+
+
+def test_grid_and_override_values_reach_run_configs_without_text(tiny_sweep, monkeypatch):
+    """Structured values go from the grid and ``overrides`` to the run config as they are: no
+    ``key=json`` text is made and parsed back on the way (parsing is the command line's job)."""
+    import windtunnel.config
+
+    lr = 0.1 + 0.2  # 0.30000000000000004: a float that a round trip through text could alter
+    betas = (0.9, 0.95)
+    calls = []
+    real_parse = windtunnel.config.parse_override
+    monkeypatch.setattr(windtunnel.config, "parse_override", lambda text: calls.append(text) or real_parse(text))
+    sweep = tiny_sweep(grid={"train.lr": [lr, 1 / 3]})
+    calls.clear()  # loading the sweep file parses its own text once; expansion must not parse
+    runs = expand(sweep, overrides=[("train.betas", betas), ("eval.lengths", [])])
+    assert calls == []
+    assert {r.config.train.lr for r in runs} == {lr, 1 / 3}
+    assert all(r.labels["train.lr"] == r.config.train.lr for r in runs)
+    assert all(r.config.train.betas == betas for r in runs)
+    assert all(r.config.eval.lengths == [] for r in runs)
+
+
+def test_the_library_refuses_override_text(tiny_sweep):
+    with pytest.raises(TypeError, match="parse_overrides"):
+        expand(tiny_sweep(), overrides=["train.lr=0.2"])
+    with pytest.raises(TypeError, match="parse_overrides"):
+        expand(tiny_sweep(), overrides="train.lr=0.2")

@@ -134,7 +134,7 @@ def test_default_folder_is_extended_by_more_seeds(tmp_path, monkeypatch):
     first = run_sweep(SweepConfig.build(doc), **quiet)
     more = run_sweep(SweepConfig.build(doc), grid={"train.seed": [0, 1]}, **quiet)
     assert more.out == first.out and len(more.trained) == 2 and len(more.skipped) == 2
-    other = run_sweep(SweepConfig.build(doc), overrides=["train.lr=0.01"], **quiet)
+    other = run_sweep(SweepConfig.build(doc), overrides={"train.lr": 0.01}, **quiet)
     assert other.out != first.out  # other overrides: another folder
 
 

@@ -74,7 +74,7 @@ def test_sequence_layouts():
 
 
 def test_paper_sizes_and_hypothesis_space():
-    t = make_task("bijection", profile="paper")
+    t = make_task("bijection", preset="paper")
     assert t.spec.seq_len == 39 and t.spec.n_scored == 20
     assert t.hypothesis_space().log10_size == pytest.approx(math.log10(math.factorial(20)))
 

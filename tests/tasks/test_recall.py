@@ -9,7 +9,7 @@ from windtunnel.tasks.recall import ANS, KEY0, QUERY, STORE
 
 
 def test_queries_retrieve_the_stored_value():
-    task = make_task("recall", profile="small")
+    task = make_task("recall", preset="small")
     b = task.sample(16, make_generator(0))
     c = task.config
     for i in range(b.size):

@@ -4,7 +4,7 @@ import pytest
 from typer.testing import CliRunner
 
 from windtunnel.cli import app
-from windtunnel.config import ConfigError, install_hint, require
+from windtunnel.config import ConfigError, install_hint, parse_override, require
 from windtunnel.llm.config import build_options
 from windtunnel.train.config import resolve_run
 
@@ -21,13 +21,13 @@ from windtunnel.train.config import resolve_run
 ])
 def test_nested_field_errors_name_the_section(override, expected):
     with pytest.raises(ConfigError) as info:
-        resolve_run("bijection", "transformer", "quick", [override])
+        resolve_run("bijection", "transformer", "quick", [parse_override(override)])
     assert expected in str(info.value)
 
 
 def test_cross_field_check_of_a_section_names_it():
     with pytest.raises(ConfigError, match=r"train: betas must lie in \[0, 1\)"):
-        resolve_run("bijection", "transformer", "quick", ["train.betas=[0.9,1.5]"])
+        resolve_run("bijection", "transformer", "quick", {"train.betas": [0.9, 1.5]})
 
 
 def test_cli_names_the_nested_field():
@@ -51,6 +51,6 @@ def test_missing_optional_package_names_the_extra_and_the_command():
 
 def test_forced_overrides_apply_last(monkeypatch):
     monkeypatch.setenv("WINDTUNNEL_FORCE_SET", "train.steps=3 llm.n_null=10")
-    cfg = resolve_run("bijection", "transformer", "quick", ["train.steps=500"])
+    cfg = resolve_run("bijection", "transformer", "quick", {"train.steps": 500})
     assert cfg.train.steps == 3
     assert build_options({"n_null": 50}).n_null == 10

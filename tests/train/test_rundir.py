@@ -1,5 +1,7 @@
 """RunDir: the one way to open a run folder."""
 
+import json
+
 import pytest
 import torch
 
@@ -40,3 +42,28 @@ def test_rundir_errors_name_the_folder(tmp_path):
     assert RunDir(tmp_path).eval() is None and RunDir(tmp_path).metrics() == []
     with pytest.raises(CheckpointError, match="no checkpoint to evaluate"):
         RunDir(tmp_path).checkpoint(purpose="evaluate")
+
+
+def test_metrics_reads_complete_lines_up_to_a_step(tmp_path):
+    """RunDir.metrics: the records of metrics.jsonl in order, cut at ``upto``; a line still being
+    appended (no newline yet) is not read, nor are blank lines."""
+    rows = [{"step": s, "loss": 1.0 / s} for s in (1, 2, 5, 9)]
+    run = RunDir(tmp_path)
+    run.metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n" + '{"step": 10, "lo')
+    assert run.metrics() == rows
+    assert run.metrics(5) == rows[:3] and run.metrics(0) == []
+    assert run.metrics_path == tmp_path / "metrics.jsonl"
+
+
+def test_write_config_creates_the_run_and_refuses_another_config(tiny_config, tmp_path):
+    cfg = tiny_config()
+    run = RunDir(tmp_path / "run")
+    assert not run.is_run()
+    run.write_config(cfg)
+    assert run.is_run() and RunDir.open(run.path).config == cfg
+    before = run.config_path.read_text()
+    run.write_config(cfg)  # the same config again: nothing changes
+    assert run.config_path.read_text() == before
+    with pytest.raises(ConfigError, match="different config"):
+        run.write_config(cfg.replace(train=cfg.train.replace(steps=cfg.train.steps + 1)))
+    assert run.config_path.read_text() == before

@@ -15,6 +15,7 @@ from windtunnel import files
 from windtunnel.interrupt import Interrupted
 from windtunnel.train import trainer as trainer_mod
 from windtunnel.train.checkpoint import latest_resumable, list_checkpoints
+from windtunnel.config import parse_overrides
 from windtunnel.train.config import resolve_run
 from windtunnel.train.trainer import train
 
@@ -29,7 +30,7 @@ ARGS = [sys.executable, "-m", "windtunnel", "train", "--task", "bijection", "--m
 def clean(tmp_path_factory):
     """The same run as the command line's, uninterrupted, in this process."""
     out = tmp_path_factory.mktemp("clean")
-    train(resolve_run("bijection", "lstm", "quick", OVERRIDES), out, progress=False)
+    train(resolve_run("bijection", "lstm", "quick", parse_overrides(OVERRIDES)), out, progress=False)
     return out
 
 
@@ -64,7 +65,7 @@ def test_signal_checkpoints_the_current_step_and_resume_is_exact(clean, tmp_path
 
 def test_a_second_signal_stops_at_once_and_leaves_no_half_checkpoint(clean, tmp_path, monkeypatch):
     """The first SIGINT arrives during step 40; the second while its checkpoint is being written."""
-    cfg = resolve_run("bijection", "lstm", "quick", OVERRIDES)
+    cfg = resolve_run("bijection", "lstm", "quick", parse_overrides(OVERRIDES))
     real_loss, real_write = trainer_mod.loss_fn, files._write
     calls = {"loss": 0}
 

@@ -161,7 +161,7 @@ def test_bad_inputs_are_named():
     with pytest.raises(ConfigError, match="position table"):
         build(RunConfig.build({"task": "bijection", "model": "transformer", "model_params": {"max_len": 5}}))
     with pytest.raises(ConfigError, match="train.steps"):
-        resolve_run("bijection", "transformer", overrides=["train.steps=-1"])
+        resolve_run("bijection", "transformer", overrides={"train.steps": -1})
     with pytest.raises(ConfigError, match="loss"):
         trainer_mod.check_loss("gaussian_nll", build(RunConfig.build({"task": "bijection", "model": "lstm"}))[0])
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from windtunnel.config import StrictConfig, forced_overrides
+from windtunnel.config import StrictConfig, forced_llm_options
 
 LLM_ANALYSES = [
     "value_manifold",
@@ -212,7 +212,7 @@ def build_options(options: dict[str, Any] | None = None) -> LLMOptions:
     ``thresholds_key_orth_max``) sets one threshold; dashes in names count as underscores."""
     flat: dict[str, Any] = {}
     thresholds: dict[str, Any] = {}
-    forced = dict(o.removeprefix("llm.").partition("=")[::2] for o in forced_overrides() if o.startswith("llm."))
+    forced = forced_llm_options()
     for key, value in {**(options or {}), **forced}.items():
         name = key.replace("-", "_")
         if name.startswith("thresholds.") or (name.startswith("thresholds_") and name != "thresholds"):

@@ -353,10 +353,12 @@ def to_html(markdown_text: str, base: Path, title: str) -> str:
 
 def write_report(folder: Path | str) -> dict[str, Path]:
     """Write ``report.md`` and ``report.html`` into a sweep folder or a run directory."""
+    from windtunnel.train.rundir import RunDir
+
     folder = Path(folder)
     if (folder / "sweep.json").is_file():
         title, md = sweep_report(folder)
-    elif (folder / "config.json").is_file():
+    elif RunDir(folder).is_run():
         title, md = run_report(folder)
     else:
         raise ConfigError(

@@ -14,7 +14,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from windtunnel.config import ConfigError
+from windtunnel.config import ConfigError, Overrides
 from windtunnel.evaluate.plots import calibration_plot
 from windtunnel.sweep.config import SweepConfig
 from windtunnel.sweep.expand import expand
@@ -22,8 +22,9 @@ from windtunnel.sweep.run import run_sweep
 from windtunnel.train.rundir import RunDir
 
 
-def compare_sweep(task: str, models: tuple[str, ...], profile: str, overrides: list[str] | None,
-                  reference: str = "transformer") -> SweepConfig:
+def compare_sweep(task: str, models: tuple[str, ...], profile: str, reference: str = "transformer") -> SweepConfig:
+    """The one-experiment sweep of :func:`compare` (its overrides are applied at expansion, as
+    given: they are in every run's config, not in the sweep's)."""
     if not models:
         raise ConfigError("models is empty; name at least one architecture, e.g. --models transformer,lstm")
     return SweepConfig.build(
@@ -32,7 +33,6 @@ def compare_sweep(task: str, models: tuple[str, ...], profile: str, overrides: l
             "description": f"{task}: {', '.join(models)} on the same data stream, steps and optimiser; parameter "
                            f"counts matched to the {reference} within 2%.",
             "profile": profile,
-            "overrides": list(overrides or []),
             "experiments": [{"task": task, "models": list(models), "match_capacity": reference}],
             "paper": "paper1",
         },
@@ -44,14 +44,16 @@ def compare(
     task: str = "bijection",
     models: tuple[str, ...] = ("transformer", "lstm", "mamba", "mlp"),
     profile: str = "quick",
-    overrides: list[str] | None = None,
+    overrides: Overrides | None = None,
     out: Path | str | None = None,
     reference: str = "transformer",
     progress: bool = True,
 ) -> tuple[Path, dict[str, Any]]:
-    """Train and evaluate every model; write the sweep tables and ``calibration.png``."""
-    sweep = compare_sweep(task, models, profile, overrides, reference)
-    runs = expand(sweep)
+    """Train and evaluate every model; write the sweep tables and ``calibration.png``.
+
+    ``overrides``: ``{"train.steps": 500}`` or ``(key, value)`` pairs, for every run."""
+    sweep = compare_sweep(task, models, profile, reference)
+    runs = expand(sweep, overrides)
     if out is None:
         digest = hashlib.sha256("".join(r.config.content_hash() for r in runs).encode()).hexdigest()[:10]
         out = Path("runs") / f"compare-{task}-{digest}"

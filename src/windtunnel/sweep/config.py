@@ -18,9 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, model_validator
 
-from windtunnel.config import ConfigError, StrictConfig
+from windtunnel.config import ConfigError, Override, StrictConfig, parse_overrides
 
 #: sections of a run config that a grid axis or an override may set (``section.field``)
 SECTIONS = ("task_params", "model_params", "train", "eval")
@@ -49,7 +49,29 @@ def _check_grid(grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
 Grid = Annotated[dict[str, list[Any]], AfterValidator(_check_grid)]
 
 
-class Experiment(StrictConfig):
+class _WithOverrides(StrictConfig):
+    """A config whose ``overrides`` field holds ``section.field=value`` text as in the file (kept
+    as written, so the file and its content hash stay as they were), parsed once, on loading,
+    into :attr:`override_pairs`, the structured form the library applies. (Each subclass
+    declares ``overrides: list[str]`` itself, keeping its fields in their documented order.)"""
+
+    _pairs: list[Override] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="after")
+    def _parse_overrides(self):
+        try:
+            self._pairs = parse_overrides(self.overrides)
+        except ConfigError as exc:
+            raise ValueError(f"overrides: {exc}") from None
+        return self
+
+    @property
+    def override_pairs(self) -> list[Override]:
+        """``overrides`` as ``(section.field, value)`` pairs, in order."""
+        return list(self._pairs)
+
+
+class Experiment(_WithOverrides):
     """One comparison: a task (or several) and the architectures trained on it."""
 
     task: str | list[str] = Field(description="registered task name, or a list of them (one experiment each)")
@@ -137,7 +159,7 @@ class Diagnose(StrictConfig):
         return self
 
 
-class SweepConfig(StrictConfig):
+class SweepConfig(_WithOverrides):
     name: str = Field(min_length=1, description="sweep name")
     description: str = Field("", description="what the sweep reproduces")
     profile: str = Field("quick", description="default config profile of every experiment")

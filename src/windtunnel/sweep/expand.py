@@ -9,10 +9,10 @@ evaluation length included).
 from __future__ import annotations
 
 import itertools
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from windtunnel.config import Overrides, as_overrides
 from windtunnel.models import match_capacity, model_class
 from windtunnel.sweep.config import SweepConfig
 from windtunnel.tasks import make_task
@@ -42,11 +42,7 @@ def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
 
 
-def _as_override(key: str, value: Any) -> str:
-    return f"{key}={json.dumps(value)}"
-
-
-def matched_configs(task: str, models: list[str], profile: str | None, overrides: list[str],
+def matched_configs(task: str, models: list[str], profile: str | None, overrides: Overrides | None,
                     reference: str | None, tol: float = 0.02) -> list[RunConfig]:
     """One run config per model; all but ``reference`` matched to its parameter count.
 
@@ -63,8 +59,8 @@ def matched_configs(task: str, models: list[str], profile: str | None, overrides
     else:  # sized as its profile gives it: model_params overrides address the trained models
         ref_fields = model_class(reference).Config.model_fields
         ref_cfg = resolve_run(task, reference, profile, [
-            o for o in overrides
-            if not o.startswith("model_params.") or o.partition("=")[0].removeprefix("model_params.") in ref_fields])
+            (k, v) for k, v in as_overrides(overrides)
+            if not k.startswith("model_params.") or k.removeprefix("model_params.") in ref_fields])
     _, ref_model = build(ref_cfg)
     target = ref_model.n_params()
     task_obj = make_task(ref_cfg.task, ref_cfg.task_params)
@@ -77,13 +73,15 @@ def matched_configs(task: str, models: list[str], profile: str | None, overrides
     return out
 
 
-def expand(sweep: SweepConfig, overrides: list[str] | None = None,
+def expand(sweep: SweepConfig, overrides: Overrides | None = None,
            grid: dict[str, list[Any]] | None = None) -> list[SweepRun]:
     """Every run of ``sweep``: one entry per experiment and run config (a config that two
     experiments share appears under both and is trained once).
 
-    ``overrides`` apply to every run after the sweep's and the experiment's own; ``grid`` axes
-    replace or extend the sweep's (e.g. from ``windtunnel sweep --grid train.seed=0,1,2``).
+    ``overrides`` (``{"train.steps": 500}`` or ``(key, value)`` pairs) apply to every run after
+    the sweep's and the experiment's own; ``grid`` axes replace or extend the sweep's (e.g. from
+    ``windtunnel sweep --grid train.seed=0,1,2``). Grid values reach the run configs as they are
+    (no text in between).
     The order of overrides, lowest first: profile, sweep overrides, experiment overrides,
     grid point, ``overrides``.
     """
@@ -93,8 +91,7 @@ def expand(sweep: SweepConfig, overrides: list[str] | None = None,
         axes = {**sweep.grid, **exp.grid, **(grid or {})}
         for task in exp.tasks():
             for point in grid_points(axes):
-                ovr = [*sweep.overrides, *exp.overrides, *(_as_override(k, v) for k, v in point.items()),
-                       *(overrides or [])]
+                ovr = [*sweep.override_pairs, *exp.override_pairs, *point.items(), *as_overrides(overrides)]
                 for cfg in matched_configs(task, exp.models, exp.profile or sweep.profile, ovr, exp.match_capacity):
                     run = SweepRun(cfg, exp.label(task), dict(point))
                     if (run.name, run.experiment) not in seen:

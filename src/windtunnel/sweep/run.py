@@ -13,9 +13,9 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterable, Literal, Mapping
 
-from windtunnel.config import ConfigError, require
+from windtunnel.config import ConfigError, Override, Overrides, as_overrides, require
 from windtunnel.files import DiskFullError
 from windtunnel.interrupt import Interrupted, StopFlag, stop_on_signals
 from windtunnel.lock import folder_lock
@@ -42,12 +42,17 @@ class SweepOutcome:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def default_out(sweep: SweepConfig, overrides: list[str] | None = None) -> Path:
+def default_out(sweep: SweepConfig, overrides: Iterable[str | Override] | Mapping[str, Any] | None = None) -> Path:
     """``runs/sweep-<name>-<hash>``, the hash of the sweep config and the ``--set`` overrides (not
-    the ``--grid`` axes, so adding seeds to a sweep lands in the same folder and extends it)."""
+    the ``--grid`` axes, so adding seeds to a sweep lands in the same folder and extends it).
+
+    The command line passes the ``--set`` text as typed (the folder names of earlier versions
+    are kept); an override given as a ``(key, value)`` pair counts as ``key=<value as JSON>``."""
     import hashlib
 
-    digest = hashlib.sha256(f"{sweep.content_hash()} {json.dumps(overrides or [])}".encode()).hexdigest()[:10]
+    items = list(overrides.items()) if isinstance(overrides, Mapping) else list(overrides or [])
+    texts = [o if isinstance(o, str) else f"{o[0]}={json.dumps(o[1])}" for o in items]
+    digest = hashlib.sha256(f"{sweep.content_hash()} {json.dumps(texts)}".encode()).hexdigest()[:10]
     return Path("runs") / f"sweep-{sweep.name}-{digest}"
 
 
@@ -173,12 +178,11 @@ def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, address: str |
                 failed[run.name] = f"{type(cause).__name__}: {cause}".splitlines()[0]
                 log(f"[{done_count}/{len(runs)}] {run.name} failed: {failed[run.name]}")
                 continue
-            run_dir = out / run.name  # a worker on another node wrote its own copy: keep the results here too
-            run_dir.mkdir(parents=True, exist_ok=True)
-            if not (run_dir / "config.json").exists():
-                atomic_write_text(run_dir / "config.json", json.dumps(run.config.model_dump(mode="json"), indent=2))
-            if not is_finished(run_dir, run.config):
-                RunDir(run_dir).write_eval(ev)
+            run_dir = RunDir(out / run.name)  # a worker on another node wrote its own copy: keep the results here too
+            if not run_dir.is_run():
+                run_dir.write_config(run.config)
+            if not is_finished(run_dir.path, run.config):
+                run_dir.write_eval(ev)
             log(f"[{done_count}/{len(runs)}] {run.name} finished")
     finally:
         if started:
@@ -194,17 +198,20 @@ def run_sweep(
     out: Path | str | None = None,
     backend: Literal["local", "ray"] = "local",
     address: str | None = None,
-    overrides: list[str] | None = None,
+    overrides: Overrides | None = None,
     grid: dict[str, list[Any]] | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
     runs: list[SweepRun] | None = None,
 ) -> SweepOutcome:
-    """Expand ``sweep`` (unless ``runs`` is given), train what is not finished, write the tables."""
+    """Expand ``sweep`` (unless ``runs`` is given), train what is not finished, write the tables.
+
+    ``overrides`` (``{"train.steps": 500}`` or ``(key, value)`` pairs) and ``grid`` apply to every
+    run as in :func:`~windtunnel.sweep.expand.expand`."""
     if backend not in ("local", "ray"):
         raise ConfigError(f"backend = {backend!r}; allowed: local, ray")
     runs = runs if runs is not None else expand(sweep, overrides, grid)
-    out = Path(out) if out is not None else default_out(sweep, overrides)
+    out = Path(out) if out is not None else default_out(sweep, as_overrides(overrides))
     with folder_lock(out, "sweep"), stop_on_signals() as stop:
         _write_manifest(out, sweep, runs, log)
         distinct = unique_runs(runs)
@@ -261,7 +268,7 @@ def diagnose_runs(out: Path, sweep: SweepConfig, runs: list[SweepRun], log) -> d
         if run.config.model not in spec.models or not is_finished(run_dir, run.config):
             continue
         done = run_dir / "diagnostics.json"
-        if done.is_file() and done.stat().st_mtime >= (run_dir / "eval.json").stat().st_mtime:
+        if done.is_file() and done.stat().st_mtime >= RunDir(run_dir).eval_path.stat().st_mtime:
             continue
         log(f"diagnose {run.name}")
         try:

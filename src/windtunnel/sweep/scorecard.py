@@ -16,8 +16,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from windtunnel.config import ConfigError
 from windtunnel.files import atomic_write_text
 from windtunnel.sweep.config import SweepConfig
+from windtunnel.train.config import profile_tasks
 
 #: primitive -> (task, metric scored at the training length), in the scorecard's order
 PRIMITIVES: dict[str, tuple[str, str]] = {
@@ -35,12 +37,17 @@ def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
                     primitives: list[str] | None = None) -> SweepConfig:
     """The sweep behind a scorecard: one experiment per primitive's task, MODEL beside the
     transformer (capacity-matched to it), ``seeds`` seeds, the primitive rules."""
-    chosen = list(PRIMITIVES) if primitives is None else primitives
+    if primitives is None:  # every primitive whose tunnel the profile has (paper: the three of Paper I)
+        chosen = [p for p, (task, _) in PRIMITIVES.items() if task in profile_tasks(profile)]
+    else:
+        chosen = primitives
     unknown = [p for p in chosen if p not in PRIMITIVES]
     if unknown or not chosen:
-        from windtunnel.config import ConfigError
-
         raise ConfigError(f"primitives {unknown or chosen}: choose from {', '.join(PRIMITIVES)}")
+    lacking = [PRIMITIVES[p][0] for p in chosen if PRIMITIVES[p][0] not in profile_tasks(profile)]
+    if lacking:
+        raise ConfigError(f"profile '{profile}' has no config for task(s) {', '.join(lacking)}; "
+                          f"it has: {', '.join(profile_tasks(profile))}")
     models = [REFERENCE] if model == REFERENCE else [REFERENCE, model]
     doc = {
         "name": f"scorecard-{model.replace(':', '.')}",

@@ -10,6 +10,7 @@ whatever device the generator lives on; oracles are computed in float64.
 from __future__ import annotations
 
 import math
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Literal
@@ -28,8 +29,10 @@ class TaskConfig(StrictConfig):
 
     #: name of the field that sets the sequence length (for length generalisation), if any
     length_field: ClassVar[str | None] = None
-    #: named presets, e.g. {"small": {...}} for a CPU-sized variant
-    profiles: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: named presets of the task's parameters, e.g. {"small": {...}} for a CPU-sized variant
+    #: (``windtunnel sample TASK --preset small``; called "profiles" before, a name that now
+    #: belongs to the run profiles of ``windtunnel train --profile``)
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}
 
 
 @dataclass(frozen=True)
@@ -208,15 +211,20 @@ task_names = TASKS.names
 task_class = TASKS.get
 
 
-def make_task(name: str, params: dict[str, Any] | None = None, profile: str | None = None) -> Task:
-    """Build a registered task from parameters, optionally starting from a named profile."""
+def make_task(name: str, params: dict[str, Any] | None = None, preset: str | None = None, *,
+              profile: str | None = None) -> Task:
+    """Build a registered task from parameters, optionally starting from a named preset
+    (``TaskConfig.presets``). ``profile`` is the deprecated name of ``preset``."""
     cls = task_class(name)
-    merged: dict[str, Any] = {}
     if profile is not None:
-        if profile not in cls.Config.profiles:
-            allowed = ", ".join(cls.Config.profiles) or "none"
-            raise ConfigError(f"unknown profile '{profile}' for task '{name}'; available: {allowed}")
-        merged.update(cls.Config.profiles[profile])
+        warnings.warn("make_task(profile=...) is deprecated; use preset=...", DeprecationWarning, stacklevel=2)
+        preset = preset if preset is not None else profile
+    merged: dict[str, Any] = {}
+    if preset is not None:
+        if preset not in cls.Config.presets:
+            allowed = ", ".join(cls.Config.presets) or "none"
+            raise ConfigError(f"unknown preset '{preset}' for task '{name}'; available: {allowed}")
+        merged.update(cls.Config.presets[preset])
     merged.update(params or {})
     return cls(cls.Config.build(merged, where=f"task '{name}'"))
 

@@ -38,7 +38,7 @@ class BijectionConfig(TaskConfig):
     )
 
     length_field = "L"
-    profiles = {"paper": {"V": 20, "L": 19, "format": "paired"}, "production": {"V": 20, "L": 19, "format": "sepvocab"}}
+    presets = {"paper": {"V": 20, "L": 19, "format": "paired"}, "production": {"V": 20, "L": 19, "format": "sepvocab"}}
 
     @model_validator(mode="after")
     def _check(self):

@@ -48,7 +48,7 @@ class HMMConfig(TaskConfig):
     )
 
     length_field = "K"
-    profiles = {"paper": {}, "small": {"S": 3, "O": 3, "K": 8}}
+    presets = {"paper": {}, "small": {"S": 3, "O": 3, "K": 8}}
 
     @model_validator(mode="after")
     def _check(self):

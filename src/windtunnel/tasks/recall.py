@@ -57,7 +57,7 @@ class RecallConfig(TaskConfig):
     power_a: float = Field(0.01, gt=0, le=1.0, description="mqar: power-law exponent of the query gaps (1: uniform)")
     random_non_queries: bool = Field(True, description="mqar: replace fillers by random tokens")
 
-    profiles = {"paper": {}, "small": {"N": 8, "M": 8, "F": 8, "n_keys": 32, "n_values": 32},
+    presets = {"paper": {}, "small": {"N": 8, "M": 8, "F": 8, "n_keys": 32, "n_values": 32},
                 "mqar": {"format": "mqar", "N": 8, "vocab_size": 8192, "seq_len": 64}}
 
     @model_validator(mode="after")

@@ -30,7 +30,7 @@ class RegressionConfig(TaskConfig):
     sigma: float = Field(0.5, gt=0, le=100, description="observation noise standard deviation")
 
     length_field = "n_points"
-    profiles = {"small": {"d": 4, "n_points": 8}}
+    presets = {"small": {"d": 4, "n_points": 8}}
 
 
 @register_task

@@ -38,7 +38,7 @@ class SULAConfig(TaskConfig):
     labels: tuple[str, str] = Field(("dax", "lug"), description="names of the two label tokens")
 
     length_field = "k"
-    profiles = {"paper": {}, "small": {"k": 8, "n_words": 16}}
+    presets = {"paper": {}, "small": {"k": 8, "n_words": 16}}
 
     @model_validator(mode="after")
     def _check(self):

@@ -3,12 +3,14 @@
 A run is fully described by a :class:`RunConfig`. Profiles (``src/windtunnel/configs/<profile>/
 <task>.json``) hold the task parameters, the training and evaluation settings and one block of
 model parameters per architecture; :func:`resolve_run` picks one architecture out of a profile
-and applies ``key=value`` overrides. The resolved config is saved with every run, and its
+and applies overrides (``{"train.steps": 500}``; the command line's ``--set train.steps=500``
+is parsed into that form where it is read). The resolved config is saved with every run, and its
 content hash names the run directory.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from importlib import resources
@@ -17,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from windtunnel.config import ConfigError, StrictConfig, forced_overrides
+from windtunnel.config import ConfigError, Overrides, StrictConfig, as_overrides, forced_overrides
 
 
 class TrainConfig(StrictConfig):
@@ -69,7 +71,7 @@ class RunConfig(StrictConfig):
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
     def run_name(self) -> str:
-        return f"{self.task}-{self.model}-{self.content_hash()}"
+        return f"{self.task}-{self.model.replace(':', '.')}-{self.content_hash()}"  # a user's module:Class
 
 
 # ---------------------------------------------------------------------------------------
@@ -80,6 +82,14 @@ def profile_names() -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir())
 
 
+def profile_tasks(profile: str) -> list[str]:
+    """The tasks that run profile ``profile`` has a config for."""
+    root = resources.files("windtunnel") / "configs" / profile
+    if not root.is_dir():
+        raise ConfigError(f"unknown profile '{profile}'; available: {', '.join(profile_names())}")
+    return sorted(p.name.removesuffix(".json") for p in root.iterdir() if p.name.endswith(".json"))
+
+
 def load_profile(profile: str, task: str) -> dict[str, Any]:
     """The profile file for ``task`` as a dict (see ``src/windtunnel/configs``)."""
     root = resources.files("windtunnel") / "configs"
@@ -87,43 +97,40 @@ def load_profile(profile: str, task: str) -> dict[str, Any]:
     if not (root / profile).is_dir():
         raise ConfigError(f"unknown profile '{profile}'; available: {', '.join(profile_names())}")
     if not path.is_file():
-        have = sorted(p.name.removesuffix(".json") for p in (root / profile).iterdir())
-        raise ConfigError(f"profile '{profile}' has no config for task '{task}'; it has: {', '.join(have)}")
+        raise ConfigError(f"profile '{profile}' has no config for task '{task}'; it has: {', '.join(profile_tasks(profile))}")
     return json.loads(path.read_text())
 
 
-def parse_override(item: str) -> tuple[list[str], Any]:
-    """``a.b=value`` -> (["a", "b"], value); the value is JSON when it parses, else a string."""
-    key, eq, raw = item.partition("=")
-    if not eq or not key:
-        raise ConfigError(f"override {item!r} must look like section.field=value (e.g. train.steps=500)")
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw
-    return key.split("."), value
-
-
-def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    out = json.loads(json.dumps(doc))
-    for item in overrides:
-        path, value = parse_override(item)
+def apply_overrides(doc: dict[str, Any], overrides: Overrides | None) -> dict[str, Any]:
+    """A copy of ``doc`` with each ``(section.field, value)`` of ``overrides`` set, in order.
+    The values are used as given (no text is parsed here: see :func:`windtunnel.config.parse_override`)."""
+    out = copy.deepcopy(doc)
+    for key, value in as_overrides(overrides):
+        path = key.split(".")
+        if not all(path):
+            raise ConfigError(f"override key {key!r} must look like section.field (e.g. train.steps)")
         node = out
         for part in path[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"override {item!r}: '{part}' is not a section")
-        node[path[-1]] = value
+                raise ConfigError(f"override {key!r}: '{part}' is not a section")
+        node[path[-1]] = copy.deepcopy(value)
     return out
 
 
+def profile_model_defaults(prof: dict[str, Any], config_cls: type) -> dict[str, Any]:
+    """The profile's ``model_defaults`` that ``config_cls`` has fields for."""
+    return {k: v for k, v in prof.get("model_defaults", {}).items() if k in config_cls.model_fields}
+
+
 def resolve_run(
-    task: str, model: str, profile: str | None = "quick", overrides: list[str] | None = None
+    task: str, model: str, profile: str | None = "quick", overrides: Overrides | None = None
 ) -> RunConfig:
     """A validated :class:`RunConfig` for one architecture from a profile plus overrides.
 
-    Override keys: ``task_params.V=10``, ``model_params.d_model=128``, ``train.steps=500``,
-    ``eval.lengths=[30,50]``.
+    ``overrides`` map dotted keys to values, applied in order: ``{"task_params.V": 10,
+    "model_params.d_model": 128, "train.steps": 500, "eval.lengths": [30, 50]}`` (or a list of
+    such pairs); ``WINDTUNNEL_FORCE_SET`` applies after them.
     """
     from windtunnel.models import model_class
     from windtunnel.tasks import task_class
@@ -133,23 +140,22 @@ def resolve_run(
     if profile is not None:
         prof = load_profile(profile, task)
         models = prof.get("models", {})
-        if model not in models:
-            raise ConfigError(
-                f"profile '{profile}' for task '{task}' has no settings for model '{model}'; it has: {', '.join(models)}"
-            )
+        # an architecture the profile does not name (a user's package.module:Class, a new mixer)
+        # gets the profile's model_defaults (e.g. the initialisation law); sweeps size it by
+        # capacity matching on its knob
+        params = models[model] if model in models else profile_model_defaults(prof, model_class(model).Config)
         doc.update(
             task_params=prof.get("task_params", {}),
-            model_params=models[model],
+            model_params=params,
             train=prof.get("train", {}),
             eval=prof.get("eval", {}),
         )
-    doc = apply_overrides(doc, [*(overrides or []), *(o for o in forced_overrides() if not o.startswith("llm."))])
+    doc = apply_overrides(doc, [*as_overrides(overrides), *forced_overrides()])
     cfg = RunConfig.build(doc, where="run")
     # the task's and the model's own fields, named as the user wrote them (task_params.V)
     task_class(task).Config.build(cfg.task_params, where=f"task '{task}'", section="task_params")
     model_class(model).Config.build(cfg.model_params, where=f"model '{model}'", section="model_params")
     return cfg
-
 
 
 def read_run_config(path: Path) -> RunConfig:

@@ -1,7 +1,8 @@
 """One run's folder, opened: its config, checkpoints, model at any checkpoint, metrics and evaluation.
 
-Every command that reads a run folder goes through :class:`RunDir` (``windtunnel eval``, the
-geometric diagnostics, the report pages), so the folder's layout is written down once::
+Every command that opens a run folder goes through :class:`RunDir` (``windtunnel train`` and
+``eval``, the sweeps, the geometric diagnostics, the report pages), so the folder's layout is
+written down once::
 
     config.json          the resolved RunConfig
     metrics.jsonl        one JSON record per logged step (training loss, held-out probe metrics)
@@ -36,6 +37,22 @@ class RunDir:
     def __init__(self, path: Path | str):
         self.path = Path(path)
 
+    def is_run(self) -> bool:
+        """The folder holds a run (its ``config.json``)."""
+        return self.config_path.is_file()
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / METRICS
+
+    @property
+    def eval_path(self) -> Path:
+        return self.path / EVAL
+
     @classmethod
     def open(cls, path: Path | str, not_a_run: type[Exception] = ConfigError) -> RunDir:
         """The run in ``path``, or ``not_a_run`` raised when ``path`` has no ``config.json``.
@@ -44,14 +61,28 @@ class RunDir:
         exit code 3, and the diagnostics :class:`~windtunnel.config.ConfigError`, exit code 2.)
         """
         run = cls(path)
-        if not (run.path / CONFIG).is_file():
+        if not run.is_run():
             raise not_a_run(f"{run.path} is not a run directory (no config.json)")
         return run
 
     # --- config ------------------------------------------------------------------------
     @cached_property
     def config(self) -> RunConfig:
-        return read_run_config(self.path / CONFIG)
+        return read_run_config(self.config_path)
+
+    def write_config(self, config: RunConfig) -> None:
+        """Create the folder with ``config.json``; a folder that holds a run already must hold this
+        very config (a :class:`~windtunnel.config.ConfigError` otherwise, and nothing is written)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        if self.config_path.exists():
+            if read_run_config(self.config_path).model_dump(mode="json") != config.model_dump(mode="json"):
+                raise ConfigError(
+                    f"{self.path} already holds a run with a different config; choose another --out "
+                    "(nothing was overwritten)"
+                )
+        else:
+            atomic_write_text(self.config_path, json.dumps(config.model_dump(mode="json"), indent=2))
+        self.__dict__["config"] = config
 
     # --- checkpoints and models --------------------------------------------------------
     def checkpoints(self) -> list[tuple[int, Path]]:
@@ -86,17 +117,18 @@ class RunDir:
 
     # --- metrics and evaluation --------------------------------------------------------
     def metrics(self, upto: float = math.inf) -> list[dict]:
-        """The records of ``metrics.jsonl`` up to step ``upto`` (complete lines only)."""
-        from windtunnel.train.trainer import _metrics_log
-
-        return _metrics_log(self.path, upto)
+        """The records of ``metrics.jsonl`` up to step ``upto`` (a resumed run drops the later
+        ones, which belong to lost work), oldest first; [] before the first is logged. Only
+        complete lines count: a line still being appended is not read."""
+        if not self.metrics_path.exists():
+            return []
+        rows = [json.loads(line) for line in self.metrics_path.read_text().split("\n")[:-1] if line.strip()]
+        return [r for r in rows if r.get("step", 0) <= upto]
 
     def eval(self) -> dict[str, Any] | None:
         """``eval.json``, or None before the run is evaluated."""
-        path = self.path / EVAL
-        return json.loads(path.read_text()) if path.is_file() else None
+        return json.loads(self.eval_path.read_text()) if self.eval_path.is_file() else None
 
     def write_eval(self, result: dict[str, Any]) -> Path:
-        path = self.path / EVAL
-        atomic_write_text(path, json.dumps(result, indent=1))
-        return path
+        atomic_write_text(self.eval_path, json.dumps(result, indent=1))
+        return self.eval_path

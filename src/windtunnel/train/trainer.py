@@ -1,8 +1,9 @@
 """Train one model on one wind tunnel: fresh batches every step, checkpoints, resume, evaluation.
 
 A run lives in one directory (named by the content hash of its resolved config unless the
-caller chooses): ``config.json``, ``metrics.jsonl``, ``checkpoints/``, ``eval.json``,
-``plots/`` and ``summary.md``. Calling :func:`train` again on the same directory resumes from
+caller chooses), opened as a :class:`~windtunnel.train.rundir.RunDir`: ``config.json``,
+``metrics.jsonl``, ``checkpoints/`` and ``eval.json`` (the command line adds ``plots/``, and
+``windtunnel report`` a page). Calling :func:`train` again on the same directory resumes from
 the newest resumable checkpoint (or returns at once when the run is finished); on the CPU a
 resumed run ends with the same weights as an uninterrupted one.
 """
@@ -27,8 +28,9 @@ from windtunnel.lock import folder_lock
 from windtunnel.models import make_model, model_class
 from windtunnel.tasks import Task, make_generator, make_task
 from windtunnel.train.checkpoint import latest_resumable, load_resume, log_spaced_steps, save_checkpoint
-from windtunnel.train.config import RunConfig, read_run_config
+from windtunnel.train.config import RunConfig
 from windtunnel.train.progress import progress_bar
+from windtunnel.train.rundir import RunDir
 
 
 class TrainingError(RuntimeError):
@@ -134,30 +136,6 @@ def seeded_model(config: RunConfig, task: Task, params: dict[str, Any]) -> torch
         return make_model(config.model, task.spec, params)
 
 
-def _prepare_dir(run_dir: Path, config: RunConfig) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    cfg_file = run_dir / "config.json"
-    if cfg_file.exists():
-        existing = read_run_config(cfg_file)
-        if existing.model_dump(mode="json") != config.model_dump(mode="json"):
-            raise ConfigError(
-                f"{run_dir} already holds a run with a different config; choose another --out "
-                "(nothing was overwritten)"
-            )
-    else:
-        atomic_write_text(cfg_file, json.dumps(config.model_dump(mode="json"), indent=2))
-
-
-def _metrics_log(run_dir: Path, resume_step: int) -> list[dict]:
-    """Records already logged up to ``resume_step`` (later ones belong to lost work). Only
-    complete lines count: a line still being appended is not read."""
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().split("\n")[:-1] if line.strip()]
-    return [r for r in rows if r.get("step", 0) <= resume_step]
-
-
 # ---------------------------------------------------------------------------------------
 # The loop
 # ---------------------------------------------------------------------------------------
@@ -176,30 +154,31 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
     task, model = build(config)
     loss_kind = check_loss(tc.loss, task)
     with folder_lock(run_dir, "run"), stop_on_signals() as stop:
-        _prepare_dir(run_dir, config)
+        run = RunDir(run_dir)
+        run.write_config(config)
         model.to(device)
-        step, seconds = _train_loop(config, run_dir, task, model, loss_kind, device, progress, stop)
-        eval_file = run_dir / "eval.json"
+        step, seconds = _train_loop(config, run, task, model, loss_kind, device, progress, stop)
         result_eval: dict[str, Any] = {}
         if evaluate_at_end:
-            if eval_file.exists():
-                result_eval = json.loads(eval_file.read_text())
+            existing = run.eval()
+            if existing is not None:
+                result_eval = existing
             else:
                 result_eval = evaluate_run(model, task, config)
                 result_eval.update(n_params=model.n_params(), steps=step, train_seconds=seconds)
-                atomic_write_text(eval_file, json.dumps(result_eval, indent=1))
+                run.write_eval(result_eval)
         stop.check(f"{run_dir} finished its {step} steps")
     return RunResult(run_dir, config, model.n_params(), step, seconds, result_eval)
 
 
-def _train_loop(config: RunConfig, run_dir: Path, task: Task, model: torch.nn.Module, loss_kind: str,
+def _train_loop(config: RunConfig, run: RunDir, task: Task, model: torch.nn.Module, loss_kind: str,
                 device: torch.device, progress: bool, stop: StopFlag) -> tuple[int, float]:
     """Resume from the newest resumable checkpoint and train to ``train.steps``; returns (steps, seconds).
 
     Metrics lines are kept in memory and appended to ``metrics.jsonl`` before each checkpoint and
     probe check, so the log on disk always covers the newest resumable checkpoint.
     """
-    tc = config.train
+    tc, run_dir = config.train, run.path
     n_params = model.n_params()
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
@@ -219,8 +198,8 @@ def _train_loop(config: RunConfig, run_dir: Path, task: Task, model: torch.nn.Mo
     if resume is not None:
         state = load_resume(resume, model, opt, {"train": data_gen})
         step, seconds = state["step"], state.get("train_seconds", 0.0)
-    metrics = run_dir / "metrics.jsonl"
-    atomic_write_text(metrics, "".join(json.dumps(r) + "\n" for r in _metrics_log(run_dir, step)))
+    metrics = run.metrics_path
+    atomic_write_text(metrics, "".join(json.dumps(r) + "\n" for r in run.metrics(step)))
     pending: list[str] = []
     saved = step if resume is not None else None  # the step of the newest resumable checkpoint
 
