@@ -27,6 +27,11 @@ SMALL = {
     "lstm": ("lstm", dict(n_layers=2, d_model=16, pos_embed=True)),
     "mlp_per_position": ("mlp", dict(n_layers=2, d_model=16, d_ffn=32)),
     "mlp_prefix": ("mlp", dict(variant="prefix", n_layers=2, width=24, d_embed=4)),
+    "gru": ("gru", dict(n_layers=2, d_model=16, pos_embed=True)),
+    "swa_transformer": ("swa_transformer", dict(n_layers=2, n_heads=2, d_model=16, window=4)),
+    "linear_attention": ("linear_attention", dict(n_layers=2, n_heads=2, d_model=16)),
+    "deltanet": ("deltanet", dict(n_layers=2, n_heads=2, d_model=16, chunk_size=8)),
+    "hybrid": ("hybrid", dict(n_layers=2, n_heads=2, d_model=16)),
 }
 
 

@@ -1,7 +1,16 @@
 """Sequence models behind one contract: a registry of architectures, shared input adapters and
 output heads, TransformerLens-style capture, ablations, and capacity matching."""
 
-from windtunnel.models import lstm, mamba, mamba2, mlp, transformer  # noqa: F401  (registers them)
+from windtunnel.models import (  # noqa: F401  (registers them)
+    deltanet,
+    hybrid,
+    linear_attention,
+    lstm,
+    mamba,
+    mamba2,
+    mlp,
+    transformer,
+)
 from windtunnel.models.base import (  # noqa: F401
     Capture,
     InputAdapter,

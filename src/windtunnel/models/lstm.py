@@ -1,7 +1,8 @@
 """Stacked LSTM (Paper I v3, section 2.3): embed (+ optional positions), n_layers LSTM layers with
-dropout between them (as ``nn.LSTM(num_layers=n)``), LayerNorm, head.
+dropout between them (as ``nn.LSTM(num_layers=n)``), LayerNorm, head; and the same stack of GRU
+layers (Cho et al. 2014), ``gru``.
 
-Capture points: ``embed``, ``layers.{i}.hidden`` (B, T, d: the output of LSTM layer i), ``final``.
+Capture points: ``embed``, ``layers.{i}.hidden`` (B, T, d: the output of recurrent layer i), ``final``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from windtunnel.tasks.base import TaskSpec
 class LSTMConfig(ModelConfig):
     n_layers: int = Field(6, ge=1, le=64)
     d_model: int = Field(192, ge=1, le=16384)
-    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout between LSTM layers")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout between recurrent layers")
     pos_embed: bool = Field(False, description="add learned absolute position embeddings")
 
     @property
@@ -25,17 +26,21 @@ class LSTMConfig(ModelConfig):
         return self.pos_embed
 
 
-@register_model
-class LSTM(WindModel):
-    name = "lstm"
-    Config = LSTMConfig
+class GRUConfig(LSTMConfig):
+    pass
 
-    def __init__(self, spec: TaskSpec, config: LSTMConfig | None = None, **params):
+
+class RecurrentStack(WindModel):
+    """One ``cell`` module (``nn.LSTM`` or ``nn.GRU``) per layer: the same parameters as a stacked
+    one, so that every layer can be captured."""
+
+    cell: type[nn.Module]
+
+    def __init__(self, spec: TaskSpec, config: LSTMConfig | GRUConfig | None = None, **params):
         super().__init__(spec, config, **params)
         c = self.config
         self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
-        # one nn.LSTM per layer (same parameters as a stacked one) so every layer can be captured
-        self.layers = nn.ModuleList(nn.LSTM(c.d_model, c.d_model, batch_first=True) for _ in range(c.n_layers))
+        self.layers = nn.ModuleList(self.cell(c.d_model, c.d_model, batch_first=True) for _ in range(c.n_layers))
         self.drop = nn.Dropout(c.dropout)
         self.norm = nn.LayerNorm(c.d_model)
         self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
@@ -44,9 +49,23 @@ class LSTM(WindModel):
         return ["embed"] + [f"layers.{i}.hidden" for i in range(self.config.n_layers)] + ["final"]
 
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
-        for i, lstm in enumerate(self.layers):
+        for i, layer in enumerate(self.layers):
             if i:
                 x = self.drop(x)
-            x, _ = lstm(x)
+            x, _ = layer(x)
             cache.put(f"layers.{i}.hidden", x)
         return self.norm(x)
+
+
+@register_model
+class LSTM(RecurrentStack):
+    name = "lstm"
+    Config = LSTMConfig
+    cell = nn.LSTM
+
+
+@register_model
+class GRU(RecurrentStack):
+    name = "gru"
+    Config = GRUConfig
+    cell = nn.GRU

@@ -195,8 +195,18 @@ def selective_scan(u: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.
     return y + u * D
 
 
+@torch.no_grad()
+def init_dt_bias_(bias: torch.Tensor, dt_min: float = 1e-3, dt_max: float = 0.1) -> None:
+    """In place: softplus^-1 of dt ~ log-uniform[dt_min, dt_max] (Gu & Dao's init of the step bias)."""
+    u = torch.rand_like(bias)
+    dt = torch.exp(u * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min)).clamp(min=1e-4)
+    bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+
+
 class MambaMixer(nn.Module):
     """The selective SSM of one Mamba block (parameter names as in ``mamba_ssm``)."""
+
+    captures = ("dt", "B", "C")
 
     def __init__(self, cfg: MambaConfig):
         super().__init__()
@@ -212,12 +222,10 @@ class MambaMixer(nn.Module):
         self._init_dt(r)
 
     @torch.no_grad()
-    def _init_dt(self, dt_rank: int, dt_min: float = 1e-3, dt_max: float = 0.1) -> None:
+    def _init_dt(self, dt_rank: int) -> None:
         """dt_proj weight U(+-dt_rank^-0.5); bias = softplus^-1 of dt ~ log-uniform[dt_min, dt_max]."""
         nn.init.uniform_(self.dt_proj.weight, -dt_rank ** -0.5, dt_rank ** -0.5)
-        u = torch.rand_like(self.dt_proj.bias)
-        dt = torch.exp(u * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min)).clamp(min=1e-4)
-        self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+        init_dt_bias_(self.dt_proj.bias)
 
     def forward(self, x: torch.Tensor, cache: Capture, name: str) -> torch.Tensor:
         u, z = self.in_proj(x).chunk(2, dim=-1)
@@ -270,7 +278,7 @@ class Mamba(WindModel):
     def capture_names(self) -> list[str]:
         names = ["embed"]
         for i in range(self.config.n_layers):
-            names += [f"blocks.{i}.ssm.{k}" for k in ("dt", "B", "C")] + [f"blocks.{i}.resid_post"]
+            names += [f"blocks.{i}.ssm.{k}" for k in MambaMixer.captures] + [f"blocks.{i}.resid_post"]
         return names + ["final"]
 
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:

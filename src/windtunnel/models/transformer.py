@@ -1,4 +1,5 @@
-"""Causal pre-norm transformer decoder with learned absolute positions (Paper I, section 2.1).
+"""Causal pre-norm transformer decoder with learned absolute positions (Paper I, section 2.1),
+and ``swa_transformer``, the same with sliding-window attention.
 
 Capture points (TransformerLens names): ``embed``, ``blocks.{i}.attn.q|k|v|z`` (B, H, T, dh),
 ``blocks.{i}.attn.pattern`` (B, H, T, T), ``blocks.{i}.resid_post`` (B, T, d), ``final``.
@@ -62,32 +63,62 @@ class FeedForward(nn.Module):
         return self.drop(self.fc2(F.gelu(self.fc1(x))))
 
 
+def causal_mask(T: int, window: int | None = None, device: torch.device | None = None) -> torch.Tensor:
+    """(T, T) bool, True where query t may attend to key s: s <= t, and t - s < ``window`` if given."""
+    t = torch.arange(T, device=device)
+    lag = t[:, None] - t[None, :]
+    return (lag >= 0) & (lag < window) if window is not None else lag >= 0
+
+
 class Attention(nn.Module):
-    """Multi-head causal self-attention with fused QKV and no biases.
+    """Multi-head causal self-attention with fused QKV and no biases, optionally restricted to a
+    sliding window of the last ``window`` positions (the query's own included).
 
     Uses ``scaled_dot_product_attention`` unless the pattern is captured, which needs the
-    explicit softmax(QK^T / sqrt(dh)) path; both give the same outputs."""
+    explicit softmax(QK^T / sqrt(dh)) path; both give the same outputs. Subclasses (other token
+    mixers with heads) override :meth:`heads` and :meth:`attend` and keep the head mask, the
+    capture points (``captures``) and the output projection."""
 
-    def __init__(self, cfg: TransformerConfig):
+    captures: tuple[str, ...] = ("q", "k", "v", "pattern", "z")
+
+    def __init__(self, cfg: TransformerConfig, window: int | None = None):
         super().__init__()
         self.n_heads = cfg.n_heads
+        self.window = window
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.dropout = cfg.dropout
         self.resid_drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, head_mask: torch.Tensor | None, cache: Capture, name: str) -> torch.Tensor:
-        B, T, d = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+    def split(self, y: torch.Tensor) -> torch.Tensor:
+        """(B, T, n * d) -> n tensors (B, H, T, dh), stacked on a leading axis."""
+        B, T, _ = y.shape
+        return y.view(B, T, -1, self.n_heads, self.proj.in_features // self.n_heads).permute(2, 0, 3, 1, 4)
+
+    def heads(self, x: torch.Tensor, cache: Capture, name: str) -> tuple[torch.Tensor, ...]:
+        """q, k, v (B, H, T, dh) of the normed block input x (B, T, d)."""
+        return tuple(self.split(self.qkv(x)))
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor,
+               cache: Capture, name: str) -> torch.Tensor:
+        """Each head's output z (B, H, T, dh)."""
+        T = x.shape[1]
         p = self.dropout if self.training else 0.0
+        windowed = self.window is not None and self.window < T
         if cache.wants(f"{name}.pattern"):
             scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
-            future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-            pattern = scores.masked_fill(future, float("-inf")).softmax(-1)
+            pattern = scores.masked_fill(~causal_mask(T, self.window, x.device), float("-inf")).softmax(-1)
             cache.put(f"{name}.pattern", pattern)
-            z = F.dropout(pattern, p, self.training) @ v
-        else:
-            z = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+            return F.dropout(pattern, p, self.training) @ v
+        if windowed:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(T, self.window, x.device),
+                                                  dropout_p=p)
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+
+    def forward(self, x: torch.Tensor, head_mask: torch.Tensor | None, cache: Capture, name: str) -> torch.Tensor:
+        B, T, d = x.shape
+        q, k, v = self.heads(x, cache, name)
+        z = self.attend(q, k, v, x, cache, name)
         if head_mask is not None:
             z = z * head_mask[:, None, None]
         for key, value in (("q", q), ("k", k), ("v", v), ("z", z)):
@@ -98,10 +129,10 @@ class Attention(nn.Module):
 class Block(nn.Module):
     """Pre-norm residual block: x + attn(norm(x)), then x + ffn(norm(x))."""
 
-    def __init__(self, cfg: TransformerConfig):
+    def __init__(self, cfg: TransformerConfig, attn: nn.Module | None = None):
         super().__init__()
         self.norm1 = make_norm(cfg.norm, cfg.d_model)
-        self.attn = Attention(cfg)
+        self.attn = attn if attn is not None else Attention(cfg)
         self.norm2 = make_norm(cfg.norm, cfg.d_model)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ffn, cfg.dropout)
 
@@ -122,24 +153,32 @@ class Transformer(WindModel):
 
     name = "transformer"
     Config = TransformerConfig
+    mixer: type[nn.Module] = Attention  # the token mixer of every block (other mixers with heads: subclasses)
 
     def __init__(self, spec: TaskSpec, config: TransformerConfig | None = None, **params):
         super().__init__(spec, config, **params)
         c = self.config
-        self.embed = InputAdapter(spec, c.d_model, c.max_len, c.init)
+        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.has_position_table else None, c.init)
         self.drop = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
+        self.blocks = nn.ModuleList(Block(c, self.make_attention(c)) for _ in range(c.n_layers))
         self.norm = make_norm(c.norm, c.d_model)
         self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
         if c.init == "normal":
             self.apply(init_normal)
+        for block in self.blocks:  # parameters with their own initialisation, under either scheme
+            if hasattr(block.attn, "reset_special_parameters"):
+                block.attn.reset_special_parameters()
         self.register_buffer("head_mask", torch.ones(c.n_layers, c.n_heads), persistent=False)
         self.bypass: list[Bypass | None] = [None] * c.n_layers
 
+    def make_attention(self, cfg: TransformerConfig) -> nn.Module:
+        """The token mixer of one block."""
+        return self.mixer(cfg)
+
     def capture_names(self) -> list[str]:
         names = ["embed"]
-        for i in range(self.config.n_layers):
-            names += [f"blocks.{i}.attn.{k}" for k in ("q", "k", "v", "pattern", "z")]
+        for i, block in enumerate(self.blocks):
+            names += [f"blocks.{i}.attn.{k}" for k in block.attn.captures]
             names.append(f"blocks.{i}.resid_post")
         return names + ["final"]
 
@@ -167,3 +206,23 @@ class Transformer(WindModel):
         """Unmask every head and remove every bypass."""
         self.head_mask.fill_(1.0)
         self.bypass = [None] * self.config.n_layers
+
+
+# ---------------------------------------------------------------------------------------
+# Sliding-window attention
+# ---------------------------------------------------------------------------------------
+class SWATransformerConfig(TransformerConfig):
+    window: int = Field(16, ge=1, le=1 << 20, description="each query attends to the last `window` positions, "
+                                                          "its own included")
+
+
+@register_model
+class SWATransformer(Transformer):
+    """The transformer with every attention restricted to a sliding window (Beltagy et al. 2020,
+    Longformer; Jiang et al. 2023, Mistral 7B). Same parameters, capture points and ablations."""
+
+    name = "swa_transformer"
+    Config = SWATransformerConfig
+
+    def make_attention(self, cfg: SWATransformerConfig) -> nn.Module:
+        return Attention(cfg, window=cfg.window)

@@ -1,0 +1,81 @@
+"""A hybrid that interleaves the transformer's attention blocks with Mamba blocks (as Jamba,
+Lieber et al. 2024, and Samba, Ren et al. 2024, mix attention and state space layers).
+
+``layout`` names the kinds of one period of layers, repeated to ``n_layers``: ``A`` is the
+transformer's pre-norm block (attention + FFN), ``M`` is the Mamba residual block. No position
+table by default: the Mamba layers carry the order (``pos_embed`` adds one).
+
+Capture points: ``embed``; ``blocks.{i}.attn.q|k|v|pattern|z`` at attention layers,
+``blocks.{i}.ssm.dt|B|C`` at Mamba layers; ``blocks.{i}.resid_post`` at every layer; ``final``.
+Initialisation: the embeddings and the attention blocks follow ``init``; the Mamba blocks keep
+their own, as in ``mamba``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from windtunnel.models.base import Capture, InputAdapter, OutputHead, WindModel, init_normal, make_norm, register_model
+from windtunnel.models.mamba import MambaBlock, MambaConfig, MambaMixer
+from windtunnel.models.transformer import Block, TransformerConfig
+from windtunnel.tasks.base import TaskSpec
+
+
+class HybridConfig(TransformerConfig, MambaConfig):
+    """The transformer's fields (attention and FFN) and Mamba's (the SSM), plus the layout."""
+
+    layout: str = Field("MA", min_length=1, max_length=128, pattern=r"^[AM]+$",
+                        description="layer kinds, repeated to n_layers: A attention + FFN block, M Mamba block")
+    norm: Literal["layernorm", "rmsnorm"] = Field("rmsnorm", description="norm of the attention blocks and the final norm")
+
+    def capacity_knob(self) -> str:
+        # d_model moves in steps of n_heads, each changing the count by several percent
+        return "d_ffn"
+
+    @property
+    def kinds(self) -> str:
+        """The kind of every layer, e.g. 'MAMA' for layout 'MA' and 4 layers."""
+        return (self.layout * self.n_layers)[: self.n_layers]
+
+
+@register_model
+class Hybrid(WindModel):
+    name = "hybrid"
+    Config = HybridConfig
+
+    def __init__(self, spec: TaskSpec, config: HybridConfig | None = None, **params):
+        super().__init__(spec, config, **params)
+        c = self.config
+        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
+        self.drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(Block(c) if kind == "A" else MambaBlock(c) for kind in c.kinds)
+        self.norm = make_norm(c.norm, c.d_model)
+        self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
+        if c.init == "normal":
+            for block in self.blocks:
+                if isinstance(block, Block):
+                    block.apply(init_normal)
+            self.head.apply(init_normal)
+
+    def capture_names(self) -> list[str]:
+        names = ["embed"]
+        for i, kind in enumerate(self.config.kinds):
+            if kind == "A":
+                names += [f"blocks.{i}.attn.{k}" for k in self.blocks[i].attn.captures]
+            else:
+                names += [f"blocks.{i}.ssm.{k}" for k in MambaMixer.captures]
+            names.append(f"blocks.{i}.resid_post")
+        return names + ["final"]
+
+    def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
+        x = self.drop(x)
+        for i, block in enumerate(self.blocks):
+            if isinstance(block, Block):
+                x = block(x, None, None, cache, f"blocks.{i}")
+            else:
+                x = block(x, cache, f"blocks.{i}")
+        return self.norm(x)
