@@ -43,12 +43,14 @@ def match_capacity(name: str, spec: TaskSpec, target_params: int, params: dict[s
         raise ConfigError(f"knob '{knob}' is not an integer field of model '{name}'")
     step = config.knob_step(knob)
     limit = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), 1 << 20) // step
+    floor = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), 1)
+    first = max(1, -(-floor // step))  # the smallest allowed multiple of step
 
     @functools.cache
     def count(k: int) -> int:
         return count_params(name, spec, {**params, knob: k * step})
 
-    lo, hi = 0, 1  # invariant: count(lo) < target <= count(hi), with count(0) taken as 0
+    lo, hi = first - 1, first  # invariant: count(lo) < target <= count(hi), with count(first - 1) taken as 0
     while count(hi) < target_params:
         if hi == limit:
             break
@@ -56,7 +58,7 @@ def match_capacity(name: str, spec: TaskSpec, target_params: int, params: dict[s
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if count(mid) < target_params else (lo, mid)
-    best = min((k for k in (lo, hi) if k >= 1), key=lambda k: abs(count(k) - target_params))
+    best = min((k for k in (lo, hi) if k >= first), key=lambda k: abs(count(k) - target_params))
     n = count(best)
     if abs(n - target_params) > tol * target_params:
         raise ConfigError(f"cannot match {target_params:,} parameters within {tol:.1%} by varying '{knob}' "
