@@ -141,3 +141,36 @@ def test_other_tasks_and_architectures(trained, task, task_params, model, model_
     doc = run_diagnostics(run, n_sequences=16, progress=False)
     assert set(doc["skipped"]) == skipped
     assert strict_json(run / "diagnostics.json") == doc
+
+
+def test_a_new_analysis_is_one_record(trained):
+    """Registering one Analysis record is enough: it is a known name, runs (with the captured
+    activations it asked for), gets its markdown section under its title, and its plot is drawn."""
+    from windtunnel.analysis import Analysis
+    from windtunnel.figures import plt, save_figure
+    from windtunnel.geometry.diagnose import REGISTRY
+
+    def run(ctx):
+        return {"n_points": int(ctx.acts("final").states["final"].shape[:2].numel()),
+                "mean_h_bayes": float(ctx.h_bayes.mean())}
+
+    def plot(res, out):
+        fig, ax = plt.subplots()
+        ax.bar([0], [res["mean_h_bayes"]])
+        return [save_figure(fig, out / "toy.png")]
+
+    toy = Analysis(name="toy", title="A toy analysis", applies=lambda ctx: None, run=run,
+                   markdown=lambda r: [f"Toy: {r['n_points']} points, mean H_Bayes {r['mean_h_bayes']:.3f} bits."],
+                   plot=plot, needs_activations=True)
+    run_dir = trained("bij")
+    REGISTRY.register(toy)
+    try:
+        assert REGISTRY.names()[-1] == "toy" and parse_analyses("toy,key_frame") == ["toy", "key_frame"]
+        doc = run_diagnostics(run_dir, analyses=["toy"], n_sequences=8, progress=False)
+    finally:
+        REGISTRY.unregister("toy")
+    assert "toy" not in REGISTRY.names() and tuple(REGISTRY.names()) == ANALYSES
+    assert doc["analyses_run"] == ["toy"] and doc["results"]["toy"]["n_points"] > 0 and "capture" in doc["seconds"]
+    assert doc["plots"] == ["plots/geometry/toy.png"] and (run_dir / "plots/geometry/toy.png").is_file()
+    md = (run_dir / "diagnostics.md").read_text()
+    assert "## A toy analysis\n\nToy: " in md

@@ -17,9 +17,11 @@ from contextlib import contextmanager
 
 import torch
 
+from windtunnel.analysis import Analysis
 from windtunnel.config import ConfigError
 from windtunnel.evaluate.evaluator import predict, task_bayes
 from windtunnel.evaluate.metrics import AUTHORS_KL_EPS, bootstrap_ci, entropy_error, per_position
+from windtunnel.geometry import markdown, plots
 from windtunnel.geometry.context import Context, is_transformer, probe_batch
 
 BYPASS = ("block", "attn", "ffn")
@@ -118,3 +120,7 @@ def run(ctx: Context, n_boot: int = 200) -> dict:
     if any(model.bypass) or not bool((model.head_mask == 1).all()):
         raise ConfigError("internal error: an ablation was left on")  # pragma: no cover
     return out
+
+
+ANALYSIS = Analysis(name='ablation', title='Ablations', applies=applies, run=run,
+                    markdown=markdown.ablation, plot=plots.ablation, needs_activations=False)

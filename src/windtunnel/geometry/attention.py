@@ -23,7 +23,9 @@ import numpy as np
 import torch
 
 from windtunnel import stats
+from windtunnel.analysis import Analysis
 from windtunnel.evaluate.metrics import bootstrap_ci
+from windtunnel.geometry import markdown, plots
 from windtunnel.geometry.context import Activations, Context, is_transformer
 
 GROUPS = ("self", "keys", "values")
@@ -131,3 +133,7 @@ def run(ctx: Context, n_boot: int = 500) -> dict:
             "uniform": uniform_bijection_mass(pos),
         }
     return out
+
+
+ANALYSIS = Analysis(name='attention', title='Attention focusing', applies=applies, run=run,
+                    markdown=markdown.attention, plot=plots.attention, needs_activations=True)

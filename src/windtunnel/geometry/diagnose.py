@@ -1,7 +1,10 @@
 """``run_diagnostics``: every geometric analysis that applies to a run, with its nulls.
 
 Analyses are named units over one shared :class:`~windtunnel.geometry.context.Context` (the
-run's final and step-0 models and the activations they produce on one fixed probe batch).
+run's final and step-0 models and the activations they produce on one fixed probe batch). Each
+analysis module declares one :class:`~windtunnel.analysis.Analysis` record (``applies(ctx)``,
+``run(ctx)``, ``markdown(result)``, ``plot(result, out)``, whether it needs the activations);
+:data:`REGISTRY` holds them in the order they run.
 Results go to ``diagnostics.json`` (numbers, nulls and tests per analysis; skipped analyses
 with the reason), ``diagnostics.md`` (short tables) and ``plots/geometry/*.png`` in the run
 directory.
@@ -13,57 +16,34 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
+from windtunnel.analysis import AnalysisRegistry
 from windtunnel.config import ConfigError
 from windtunnel.geometry import ablation, attention, dynamics, keyframe, logit_lens, manifold, recurrent
 from windtunnel.geometry.context import Context
 from windtunnel.geometry.markdown import render
+from windtunnel.geometry.plots import plot_all
 from windtunnel.files import atomic_write_text
 
 
-@dataclass(frozen=True)
-class Analysis:
-    name: str
-    title: str
-    applies: Callable[[Context], str | None]
-    run: Callable[[Context], dict]
-
-
-REGISTRY: dict[str, Analysis] = {a.name: a for a in (
-    Analysis("key_frame", "Key frame (orthogonality of hypothesis keys)", keyframe.applies, keyframe.run),
-    Analysis("attention", "Attention focusing", attention.applies, attention.run),
-    Analysis("value_manifold", "Value manifold", manifold.applies, manifold.run),
-    Analysis("ablation", "Head and block ablations", ablation.applies, ablation.run),
-    Analysis("logit_lens", "Logit lens", logit_lens.applies, logit_lens.run),
-    Analysis("dynamics", "Frame-precision dissociation over training", dynamics.applies, dynamics.run),
-    Analysis("recurrent", "Recurrent geometry", recurrent.applies, recurrent.run),
-)}
-#: the names of every analysis, in the order they run
-ANALYSES: tuple[str, ...] = tuple(REGISTRY)
+#: every analysis, in the order they run and are written (a new analysis: one module with an
+#: ``ANALYSIS`` record, named here)
+REGISTRY = AnalysisRegistry([keyframe.ANALYSIS, attention.ANALYSIS, manifold.ANALYSIS, ablation.ANALYSIS,
+                             logit_lens.ANALYSIS, dynamics.ANALYSIS, recurrent.ANALYSIS])
+#: the names of the built-in analyses, in the order they run
+ANALYSES: tuple[str, ...] = tuple(REGISTRY.names())
 DEFAULT_N_SEQUENCES = 256
-NEEDS_ACTIVATIONS = {"attention", "value_manifold", "logit_lens", "dynamics", "recurrent"}
 
 
 def parse_analyses(analyses: list[str] | str | None) -> list[str] | None:
     """Validate a list (or comma-separated string) of analysis names; None means all."""
-    if analyses is None:
-        return None
-    if isinstance(analyses, str):
-        analyses = [a for a in analyses.split(",")]
-    names = [a.strip() for a in analyses if a.strip()]
-    if not names:
-        raise ConfigError(f"analyses is empty; choose from: {', '.join(ANALYSES)}")
-    unknown = [a for a in names if a not in REGISTRY]
-    if unknown:
-        raise ConfigError(f"unknown analysis {', '.join(repr(a) for a in unknown)}; choose from: {', '.join(ANALYSES)}")
-    return list(dict.fromkeys(names))
+    return None if analyses is None else REGISTRY.parse(analyses)
 
 
 def jsonable(x: Any) -> Any:
@@ -103,15 +83,13 @@ def run_diagnostics(run_dir: Path | str, analyses: list[str] | None = None,
     ``analyses=None`` such analyses are skipped and the reason is recorded. A missing or unreadable run raises ConfigError or
     :class:`~windtunnel.train.checkpoint.CheckpointError`.
     """
-    from windtunnel.geometry.plots import plot_all
-
     wanted = parse_analyses(analyses)
     t_start = time.perf_counter()
     ctx = Context(run_dir, n_sequences=n_sequences, seed=seed)
-    names = wanted if wanted is not None else list(ANALYSES)
+    names = wanted if wanted is not None else REGISTRY.names()
     todo, skipped = [], {}
     for name in names:
-        reason = REGISTRY[name].applies(ctx)
+        reason = REGISTRY.get(name).applies(ctx)
         if reason is None:
             todo.append(name)
         elif wanted is not None and strict:
@@ -129,14 +107,14 @@ def run_diagnostics(run_dir: Path | str, analyses: list[str] | None = None,
     # numpy's matrices here are small (d x d); a multithreaded BLAS gains nothing on them and
     # stalls badly (30x measured) when the cores are busy, so it runs single-threaded
     with torch.no_grad(), threadpool_limits(1, user_api="blas"):
-        if set(todo) & NEEDS_ACTIVATIONS:  # capture once, timed on its own
+        if any(REGISTRY.get(name).needs_activations for name in todo):  # capture once, timed on its own
             t0 = time.perf_counter()
             ctx.acts("final"), ctx.acts("init")
             timings["capture"] = time.perf_counter() - t0
         for name in todo:
             say(f"[diagnose] {name} ...")
             t0 = time.perf_counter()
-            results[name] = REGISTRY[name].run(ctx)
+            results[name] = REGISTRY.get(name).run(ctx)
             timings[name] = time.perf_counter() - t0
             say(f"[diagnose] {name}: {timings[name]:.1f} s")
     doc: dict[str, Any] = {**ctx.describe(), "analyses_run": todo, "skipped": skipped,
@@ -144,12 +122,12 @@ def run_diagnostics(run_dir: Path | str, analyses: list[str] | None = None,
     doc = jsonable(doc)
     out_dir = ctx.run_dir / "plots" / "geometry"
     t0 = time.perf_counter()
-    paths = plot_all(doc["results"], out_dir)
+    paths = plot_all(doc["results"], out_dir, REGISTRY)
     timings["plots"] = time.perf_counter() - t0
     timings["setup"] = t_setup
     timings["total"] = time.perf_counter() - t_start
     doc["plots"] = [str(p.relative_to(ctx.run_dir)) for p in paths]
     doc["seconds"] = jsonable(timings)
     atomic_write_text(ctx.run_dir / "diagnostics.json", json.dumps(doc, indent=1, allow_nan=False))
-    atomic_write_text(ctx.run_dir / "diagnostics.md", render(doc))
+    atomic_write_text(ctx.run_dir / "diagnostics.md", render(doc, REGISTRY))
     return doc

@@ -22,8 +22,9 @@ import numpy as np
 import torch
 
 from windtunnel import stats
+from windtunnel.analysis import Analysis
 from windtunnel.evaluate.metrics import AUTHORS_KL_EPS, entropy_error, model_prediction, per_position
-from windtunnel.geometry import keyframe
+from windtunnel.geometry import keyframe, markdown, plots
 from windtunnel.geometry.context import Activations, Context, capture, flat, is_transformer
 from windtunnel.train.checkpoint import load_weights
 
@@ -113,3 +114,7 @@ def run(ctx: Context, progress=None) -> dict:
                                                             if series["entropy_error"][-1] > 0 else float("inf"))
         out["attention_settles_before_error"] = (settle["entropy_error"] is not None and s <= settle["entropy_error"])
     return out
+
+
+ANALYSIS = Analysis(name='dynamics', title='Frame-precision dissociation', applies=applies, run=run,
+                    markdown=markdown.dynamics, plot=plots.dynamics, needs_activations=True)

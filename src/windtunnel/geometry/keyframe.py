@@ -36,6 +36,8 @@ import numpy as np
 import torch
 
 from windtunnel import stats
+from windtunnel.analysis import Analysis
+from windtunnel.geometry import markdown, plots
 from windtunnel.geometry.context import Context, is_transformer
 
 TOKEN_VARIANTS = ("tokens_raw", "tokens_prenorm", "tokens_centred", "ov", "ov_centred")
@@ -202,3 +204,7 @@ def run(ctx: Context, n_null: int = 200, n_perm: int = 1000) -> dict:
         out["layer0_cosines"] = [stats.cosine_matrix(k).tolist() for k in k0]
         out["layer0_cosines_init"] = [stats.cosine_matrix(k).tolist() for k in k0_init]
     return out
+
+
+ANALYSIS = Analysis(name='key_frame', title='Key frame', applies=applies, run=run,
+                    markdown=markdown.key_frame, plot=plots.key_frame, needs_activations=False)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import torch
 
+from windtunnel.analysis import Analysis
 from windtunnel.evaluate.metrics import AUTHORS_KL_EPS, entropy_error, model_prediction, per_position
+from windtunnel.geometry import markdown, plots
 from windtunnel.geometry.context import Activations, Context, final_norm, layer_state_names
 
 _NORMS = ("norm_f", "norm")
@@ -58,3 +60,7 @@ def run(ctx: Context) -> dict:
         out["baselines"][name] = {"kl_bayes_model": float(b["kl_bayes_model"].mean()),
                                   "entropy_error": float(entropy_error(b["dh"]))}
     return out
+
+
+ANALYSIS = Analysis(name='logit_lens', title='Logit lens', applies=applies, run=run,
+                    markdown=markdown.logit_lens, plot=plots.logit_lens, needs_activations=True)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from windtunnel import stats
+from windtunnel.analysis import Analysis
+from windtunnel.geometry import markdown, plots
 from windtunnel.geometry.context import Activations, Context, flat
 
 HEADLINE = "final"
@@ -91,3 +93,7 @@ def headline(res: dict, which: str = "trained", name: str = HEADLINE) -> dict:
     return {"pc1": s["pc1"], "pc1_pc2": s["pc1_pc2"], "spearman_pc1": s["spearman_pc1"],
             "dims_90": s["dims_90"], "dims_95": s["dims_95"],
             "probe_r2": r.get("probe", {}).get("r2", float("nan"))}
+
+
+ANALYSIS = Analysis(name='value_manifold', title='Value manifold', applies=applies, run=run,
+                    markdown=markdown.value_manifold, plot=plots.value_manifold, needs_activations=True)

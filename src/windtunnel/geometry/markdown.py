@@ -1,7 +1,12 @@
-"""``diagnostics.md``: short tables of every analysis' headline numbers beside their nulls."""
+"""``diagnostics.md``: short tables of every analysis' headline numbers beside their nulls.
+
+One section renderer per analysis (``result -> lines``), named by the analysis' record
+(:class:`~windtunnel.analysis.Analysis`); :func:`render` writes the sections in the order of the
+results, each under its record's title."""
 
 from __future__ import annotations
 
+from windtunnel.analysis import AnalysisRegistry
 from windtunnel.tables import f, pct, table
 
 
@@ -133,21 +138,15 @@ def recurrent(r: dict) -> list[str]:
     return out
 
 
-SECTIONS = {"key_frame": ("Key frame", key_frame), "attention": ("Attention focusing", attention),
-            "value_manifold": ("Value manifold", value_manifold), "ablation": ("Ablations", ablation),
-            "logit_lens": ("Logit lens", logit_lens), "dynamics": ("Frame-precision dissociation", dynamics),
-            "recurrent": ("Recurrent geometry", recurrent)}
-
-
-def render(doc: dict) -> str:
+def render(doc: dict, analyses: AnalysisRegistry) -> str:
     p = doc["probe"]
     lines = [f"# Geometric diagnostics: {doc['run_name']}", "",
              f"Task `{doc['task']}`, model `{doc['model']}` ({doc['n_params']:,} parameters) at step {doc['step']}; "
              f"probe batch: {p['n_sequences']} sequences ({p['n_points']} scored points) from the probe stream of "
              f"seed {p['seed']}. Nulls at initialisation use: {doc.get('init_weights') or 'n/a'}.", ""]
     for name, res in doc["results"].items():
-        title, fn = SECTIONS[name]
-        lines += [f"## {title}", ""] + fn(res) + [""]
+        a = analyses.get(name)
+        lines += [f"## {a.title}", ""] + a.markdown(res) + [""]
     if doc["skipped"]:
         lines += ["## Skipped", ""] + [f"- `{k}`: {v}" for k, v in doc["skipped"].items()] + [""]
     if doc.get("plots"):

@@ -1,4 +1,5 @@
-"""Plots of the geometric diagnostics (``windtunnel.geometry``), one function per analysis.
+"""Plots of the geometric diagnostics (``windtunnel.geometry``), one function per analysis,
+named by the analysis' record (:class:`~windtunnel.analysis.Analysis`).
 
 Each takes the analysis' result dict (as written in ``diagnostics.json``) and an output folder
 and returns the paths it wrote. Matplotlib runs headless (Agg).
@@ -14,6 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from windtunnel.analysis import AnalysisRegistry  # noqa: E402
 from windtunnel.tables import f as _fmt  # noqa: E402
 from windtunnel.figures import save_figure  # noqa: E402
 
@@ -228,16 +230,13 @@ def recurrent(res: dict, out: Path) -> list[Path]:
     return [save_figure(fig, out / "recurrent_pca.png", tight=False)]
 
 
-PLOTTERS = {"key_frame": key_frame, "attention": attention, "value_manifold": value_manifold,
-            "ablation": ablation, "logit_lens": logit_lens, "dynamics": dynamics, "recurrent": recurrent}
-
-
-def plot_all(results: dict[str, dict], out: Path | str) -> list[Path]:
-    """Every plot of the analyses in ``results`` into ``out``; returns the paths."""
+def plot_all(results: dict[str, dict], out: Path | str, analyses: AnalysisRegistry) -> list[Path]:
+    """Every plot of the analyses in ``results`` (their records' ``plot``) into ``out``; returns the paths."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, res in results.items():
-        if name in PLOTTERS:
-            paths += PLOTTERS[name](res, out)
+        plot = analyses.get(name).plot
+        if plot is not None:
+            paths += plot(res, out)
     return paths

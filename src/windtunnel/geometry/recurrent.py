@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from windtunnel import stats
+from windtunnel.analysis import Analysis
+from windtunnel.geometry import markdown, plots
 from windtunnel.geometry.context import Activations, Context, flat
 
 ARCHITECTURES = ("mamba", "mamba2", "lstm")
@@ -77,3 +79,7 @@ def run(ctx: Context) -> dict:
         out["gaussian"]["clusters"] = stats.kmeans_summary(g, k, lab, seed=ctx.seed)
     out["scatter"] = scatter(acts, ctx, lab)
     return out
+
+
+ANALYSIS = Analysis(name='recurrent', title='Recurrent geometry', applies=applies, run=run,
+                    markdown=markdown.recurrent, plot=plots.recurrent, needs_activations=True)

@@ -20,15 +20,6 @@ from pydantic import Field, field_validator, model_validator
 
 from windtunnel.config import StrictConfig, forced_llm_options
 
-LLM_ANALYSES = [
-    "value_manifold",
-    "key_orthogonality",
-    "attention_focusing",
-    "domain_restriction",
-    "sula",
-    "interventions",
-]
-
 SULA_CONTROLS = ("lexical_remap", "shuffled", "ablation_labels", "ablation_carriers")
 INTERVENTION_CONDITIONS = (
     "true_cut", "random_cut", "true_only", "random_only",

@@ -1,4 +1,5 @@
-"""Plots of ``llm.json`` (headless matplotlib), one PNG per analysis."""
+"""Plots of ``llm.json`` (headless matplotlib), one PNG per analysis, named by the analysis'
+record in :mod:`windtunnel.llm.analyses`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from windtunnel.analysis import AnalysisRegistry  # noqa: E402
 from windtunnel.figures import save_figure  # noqa: E402
 
 
@@ -146,11 +148,12 @@ def interventions(doc, r, out: Path) -> Path:
     return save_figure(fig, out / "interventions.png")
 
 
-def plot_all(doc: dict, out: Path | str) -> list[Path]:
+def plot_all(doc: dict, out: Path | str, analyses: AnalysisRegistry) -> list[Path]:
+    """The plot of every analysis in ``doc`` (its record's ``plot``) into ``out``; returns the paths."""
     out = Path(out)
     paths = []
     for name, res in doc["results"].items():
-        fn = globals().get(name)
-        if fn is not None:
-            paths.append(fn(doc, res, out))
+        plot = analyses.get(name).plot
+        if plot is not None:
+            paths.append(plot(doc, res, out))
     return paths

@@ -1,7 +1,11 @@
-"""``llm.md``: the headline numbers of ``llm.json`` beside their nulls and the paper's criteria."""
+"""``llm.md``: the headline numbers of ``llm.json`` beside their nulls and the paper's criteria.
+
+One section renderer per analysis (``(result, doc) -> lines``), named by the analysis' record in
+:mod:`windtunnel.llm.analyses`; :func:`render` writes the sections numbered in the registry's order."""
 
 from __future__ import annotations
 
+from windtunnel.analysis import AnalysisRegistry
 from windtunnel.tables import f, pct, table
 
 
@@ -25,7 +29,7 @@ PCA_HEADER = ["set", "PCA", "PC1", "bootstrap mean [95% CI]", "PC1+PC2", "bootst
               "null PC1+PC2", "perm. q95"]
 
 
-def value_manifold(r: dict) -> list[str]:
+def value_manifold(r: dict, doc: dict) -> list[str]:
     sel = r["selection"]
     out = [f"{sel['n_selected']} prompts from {sel['n_candidates']} candidates ({sel['pool']}), stratified by the "
            f"model's next-token entropy; domains {sel['domains']}; prompt tokens {f(sel['prompt_tokens']['mean'], '.1f')} "
@@ -41,7 +45,7 @@ def value_manifold(r: dict) -> list[str]:
     return out + table(["layer"] + PCA_HEADER[1:], rows)
 
 
-def key_orthogonality(r: dict) -> list[str]:
+def key_orthogonality(r: dict, doc: dict) -> list[str]:
     s, n = r["summary"], r["null"]
     g = n["gaussian_empirical"]
     out = [f"W_K columns per key/value head ({r['n_kv_heads']} heads, d_head {r['d_head']}, d_model {r['d_model']}). "
@@ -60,7 +64,7 @@ def key_orthogonality(r: dict) -> list[str]:
     return out + [""] + table(["layer", "mean", "median", "p10", "p90", "p vs Gaussian"], rows)
 
 
-def attention_focusing(r: dict) -> list[str]:
+def attention_focusing(r: dict, doc: dict) -> list[str]:
     fo = r["focusing"]
     out = [f"{r['n_prompts']} prompts, {r['n_query_heads']} query heads, {r['positions']} query position; entropy "
            f"per head, then averaged. Focusing (first to last layer): **{pct(fo['relative_drop'])}** "
@@ -83,7 +87,7 @@ def domain_restriction(r: dict, doc: dict) -> list[str]:
                                           f"raw {pct(g['raw']['pc1_pc2_gain'])} {_ci(g['raw']['ci'])}. {r['note']}."]
 
 
-def sula(r: dict) -> list[str]:
+def sula(r: dict, doc: dict) -> list[str]:
     c, a = r["calibration"], r["alignment"]
     out = [f"Labels {r['labels']}, alpha {r['alpha']}, {r['n_prompts']} prompts (k in {r['ks']}, {r['n_per_k']} per k). "
            f"Example (k={r['ks'][-1]}): `{r['example_prompts'][str(r['ks'][-1])]}`. Label mass p(L1)+p(L2): mean "
@@ -103,7 +107,7 @@ def sula(r: dict) -> list[str]:
     return out
 
 
-def interventions(r: dict) -> list[str]:
+def interventions(r: dict, doc: dict) -> list[str]:
     b = r["baseline"]
     out = [f"Axis: {r['axis']['definition']}; sign {r['axis']['sign']}. Random axis: {r['random_axis']['seed']}, "
            f"orthogonalised: {r['random_axis']['orthogonalised']}. Applied to the {r['applied_to']}. Baseline MAE "
@@ -117,7 +121,7 @@ def interventions(r: dict) -> list[str]:
                         "corr final layer", "baseline final"], rows)
 
 
-def render(doc: dict) -> str:
+def render(doc: dict, analyses: AnalysisRegistry) -> str:
     m = doc["model"]
     lines = [f"# windtunnel llm: {m['name']}", "",
              f"{m['class']} ({m['adapter']} adapter), {m['n_layers']} layers, {m['n_heads']} query heads, "
@@ -131,18 +135,12 @@ def render(doc: dict) -> str:
                  ", ".join(f"{kk} {f(vv, '.3f') if isinstance(vv, float) else vv}" for kk, vv in v.items() if kk != "pass")]
                 for k, v in c.items() if isinstance(v, dict) and "pass" in v]
         lines += table(["criterion", "result", "values"], rows) + ["", f"Verdict: **{c['verdict']}**.", ""]
-    titles = {"value_manifold": "1. Value manifold", "key_orthogonality": "2. Key orthogonality",
-              "attention_focusing": "3. Attention focusing", "domain_restriction": "4. Domain restriction",
-              "sula": "5. SULA", "interventions": "6. Entropy-axis interventions"}
-    for name in titles:
-        if name not in doc["results"]:
+    for i, a in enumerate(analyses, 1):
+        if a.name not in doc["results"]:
             continue
-        res = doc["results"][name]
-        lines += [f"## {titles.get(name, name)}", ""]
-        body = domain_restriction(res, doc) if name == "domain_restriction" else globals()[name](res)
-        lines += body + [""]
-        if f"{name}.png" in doc.get("plots", []):
-            lines += [f"![{name}]({name}.png)", ""]
+        lines += [f"## {i}. {a.title}", ""] + a.markdown(doc["results"][a.name], doc) + [""]
+        if f"{a.name}.png" in doc.get("plots", []):
+            lines += [f"![{a.name}]({a.name}.png)", ""]
     t = doc["timing"]
     lines += ["## Cost", "", f"Load {f(t['load_s'], '.1f')} s, total {f(t['total_s'], '.1f')} s, {t['prompts_run']} "
               f"prompts at {f(t.get('prompts_per_s'), '.1f')} prompts/s.", ""]

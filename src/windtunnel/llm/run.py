@@ -22,24 +22,29 @@ from typing import Any
 import numpy as np
 
 from windtunnel import __version__
-from windtunnel.config import ConfigError
-from windtunnel.llm.config import LLM_ANALYSES, LLMOptions, build_options
+from windtunnel.llm.config import LLMOptions, build_options
 
 __all__ = ["run_llm", "LLM_ANALYSES", "LLMOptions", "resolve_analyses", "to_json"]
 
 
+def __getattr__(name: str):
+    if name == "LLM_ANALYSES":  # the registry imports torch: only when asked for
+        from windtunnel.llm.analyses import LLM_ANALYSES
+
+        return LLM_ANALYSES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def resolve_analyses(analyses: list[str] | str | None) -> list[str]:
-    """Validate the analysis names (None or [] = all), in the canonical order."""
-    if analyses is None:
-        return list(LLM_ANALYSES)
+    """Validate the analysis names (None, [] or ``all`` = all), in the canonical order."""
+    from windtunnel.llm.analyses import REGISTRY
+
     if isinstance(analyses, str):
         analyses = [a.strip() for a in analyses.split(",") if a.strip()]
     if not analyses or analyses == ["all"]:
-        return list(LLM_ANALYSES)
-    bad = [a for a in analyses if a not in LLM_ANALYSES]
-    if bad:
-        raise ConfigError(f"unknown analysis {', '.join(map(repr, bad))}; allowed: {', '.join(LLM_ANALYSES)}")
-    return [a for a in LLM_ANALYSES if a in analyses]
+        return REGISTRY.names()
+    wanted = set(REGISTRY.parse(analyses))
+    return [a for a in REGISTRY.names() if a in wanted]
 
 
 def to_json(x: Any) -> Any:
@@ -61,14 +66,17 @@ def to_json(x: Any) -> Any:
 
 
 def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dict:
-    """Run ``analyses`` (default: all of :data:`LLM_ANALYSES`) on ``model`` (hub id, local folder
-    or .gguf file) and write llm.json, llm.md and plots into ``out``. Options: :class:`LLMOptions`."""
+    """Run ``analyses`` (default: all of :data:`LLM_ANALYSES`, in their canonical order) on ``model``
+    (hub id, local folder or .gguf file) and write llm.json, llm.md and plots into ``out``. Options:
+    :class:`LLMOptions`."""
     from windtunnel.llm.loading import require
 
     require("transformers")  # fail fast, before any heavy import, when the llm extra is missing
-    from windtunnel.llm import analyses as A
+    from windtunnel.llm.analyses import REGISTRY
     from windtunnel.llm.loading import load_model
     from windtunnel.llm.report import render
+    from windtunnel.llm.session import Session, strip_boot
+    from windtunnel.llm.verdict import criteria
     from windtunnel.files import atomic_write_text
 
     opts = options.pop("options", None) if isinstance(options.get("options"), LLMOptions) else None
@@ -79,30 +87,23 @@ def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dic
     t0 = time.perf_counter()
     lm = load_model(model, opts)
     load_s = time.perf_counter() - t0
-    sess = A.Session(lm=lm, opts=opts, analyses=names, name=model)
-    results: dict[str, Any] = {}
+    sess = Session(lm=lm, opts=opts, analyses=names, name=model)
     timing: dict[str, float] = {"load_s": load_s}
-    order = ["value_manifold", "attention_focusing", "key_orthogonality", "domain_restriction", "sula", "interventions"]
-    for name in order:
-        if name not in names:
-            continue
+    for name in names:
         t = time.perf_counter()
-        if name == "domain_restriction":
-            results[name] = A.domain_restriction(sess, results.get("value_manifold"))
-        else:
-            results[name] = getattr(A, name)(sess)
+        sess.results[name] = REGISTRY.get(name).run(sess)
         timing[f"{name}_s"] = time.perf_counter() - t
     timing.update(sess.timing)
     timing["total_s"] = time.perf_counter() - t0
     timing["prompts_run"] = sess.n_prompts_run
     timing["prompts_per_s"] = sess.n_prompts_run / sess.timing["forward_s"] if sess.timing.get("forward_s") else None
-    results = A.strip(results)
+    results = strip_boot(sess.results)  # the bootstrap arrays kept for differences
     if "value_manifold" in results and "domain_restriction" in results:
         results["domain_restriction"]["mixed"] = {"same_as": "value_manifold"}
     doc = {
         "windtunnel_version": __version__, "kind": "llm", "model": lm.info, "analyses": names,
         "options": opts.model_dump(mode="json"), "results": results,
-        "criteria": A.criteria(results, opts),
+        "criteria": criteria(results, opts),
         "timing": timing, "platform": {"python": platform.python_version(), "machine": platform.machine()},
     }
     lm.close()
@@ -112,7 +113,7 @@ def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dic
     if opts.plots:
         from windtunnel.llm.plots import plot_all
 
-        plots = [p.name for p in plot_all(doc, out)]
+        plots = [p.name for p in plot_all(doc, out, REGISTRY)]
     doc["plots"] = plots
-    atomic_write_text(out / "llm.md", render(doc))
+    atomic_write_text(out / "llm.md", render(doc, REGISTRY))
     return doc
