@@ -192,3 +192,18 @@ def test_cpp_and_pytorch_paths_agree_in_float64(sepvocab, monkeypatch):
     assert results["cpp"][1].keys() == results["torch"][1].keys() and len(results["cpp"][1]) > 10
     for name, grad in results["torch"][1].items():
         torch.testing.assert_close(results["cpp"][1][name], grad, atol=1e-12, rtol=1e-10, msg=name)
+
+
+def test_a_stale_build_lock_is_removed_and_a_fresh_one_kept(tmp_path):
+    import os
+    import time
+
+    from windtunnel.models.scan_ext import clear_stale_lock
+
+    lock = tmp_path / "lock"
+    assert not clear_stale_lock(lock)  # none there
+    lock.touch()
+    assert not clear_stale_lock(lock) and lock.exists()  # a build in progress
+    old = time.time() - 3600
+    os.utime(lock, (old, old))
+    assert clear_stale_lock(lock) and not lock.exists()

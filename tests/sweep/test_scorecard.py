@@ -68,3 +68,8 @@ def test_scorecard_trains_scores_and_diagnoses_a_user_mixer(tmp_path, examples_o
     doc = run_diagnostics(run, progress=False)
     assert "value_manifold" in doc["analyses_run"] and "logit_lens" in doc["analyses_run"]
     assert "attention" in doc["skipped"] and doc["skipped"]["attention"]
+
+
+def test_docs_show_the_example_mixer_whole():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text()
+    assert (EXAMPLES / "my_mixer.py").read_text().rstrip("\n") in docs

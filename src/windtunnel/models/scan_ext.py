@@ -10,7 +10,9 @@
 
 Which path runs is said once per process (logger ``windtunnel``, and stderr). The library is
 cached under ``$TORCH_EXTENSIONS_DIR`` (torch's default: ``~/.cache/torch_extensions``) in a
-folder named by a hash of the source and flags, so a changed source never loads a stale build.
+folder named by a hash of the source, its path and the flags, so a changed source never loads a
+stale build and two checkouts do not rebuild in turn. A build lock left by a process killed
+while building is removed after ten minutes (torch itself would wait on it for ever).
 """
 
 from __future__ import annotations
@@ -53,12 +55,35 @@ def requested() -> str:
 @functools.cache
 def build() -> None:
     """Build (or load the cached build of) the C++ scan; registers ``torch.ops.windtunnel_scan``."""
-    from torch.utils.cpp_extension import load
+    from torch.utils.cpp_extension import get_default_build_root, load
 
     flags = _flags()
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode() + torch.__version__.encode()).hexdigest()[:12]
-    load(name=f"windtunnel_scan_{key}", sources=[str(SOURCE)], extra_cflags=flags,
+    # the source's path is in the key too: ninja rebuilds when the path in build.ninja changes, so
+    # two checkouts sharing one folder would rebuild in turn and wait on each other's lock
+    key = hashlib.sha256(SOURCE.read_bytes() + str(SOURCE.resolve()).encode() + " ".join(flags).encode()
+                         + torch.__version__.encode()).hexdigest()[:12]
+    name = f"windtunnel_scan_{key}"
+    folder = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    clear_stale_lock(folder / "lock")
+    load(name=name, sources=[str(SOURCE)], extra_cflags=flags, build_directory=str(folder),
          is_python_module=False, verbose=False)
+
+
+def clear_stale_lock(lock: Path, max_age_s: float = 600.0) -> bool:
+    """Remove a build lock left by a process killed while building (torch would wait on it for
+    ever); a build takes about a minute, so a lock older than ``max_age_s`` is stale."""
+    import time
+
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age <= max_age_s:
+        return False
+    lock.unlink(missing_ok=True)
+    _say(f"removed a stale build lock ({age / 60:.0f} min old): {lock}")
+    return True
 
 
 @functools.cache
