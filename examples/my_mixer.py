@@ -35,6 +35,9 @@ class EMABlock(nn.Module):
 
 class EMAMixer(WindModel):
     Config = EMAMixerConfig
+    # capabilities the geometry reads (docs/models.md): the moving average is a state carried
+    # from position to position; no attention, no head ablation; the final norm is `norm`
+    has_recurrent_state = True
 
     def __init__(self, spec, config=None, **params):
         super().__init__(spec, config, **params)

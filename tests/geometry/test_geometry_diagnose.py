@@ -22,7 +22,7 @@ def test_transformer_end_to_end(trained):
     run = trained("bij")
     doc = run_diagnostics(run, n_sequences=24, progress=False)
     assert doc["analyses_run"] == [a for a in ANALYSES if a != "recurrent"]
-    assert "recurrent" in doc["skipped"] and "transformer" in doc["skipped"]["recurrent"]
+    assert doc["skipped"] == {"recurrent": "no recurrent state (model.has_recurrent_state is False)"}
     assert strict_json(run / "diagnostics.json") == doc
     md = (run / "diagnostics.md").read_text()
     for title in ("Key frame", "Attention focusing", "Value manifold", "Ablations", "Logit lens",

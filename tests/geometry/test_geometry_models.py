@@ -29,6 +29,28 @@ def test_hypothesis_tokens(bijection):
     assert keyframe.hypothesis_tokens(make_task("regression", {"d": 2, "n_points": 3})) is None
 
 
+def test_the_task_contract_answers_what_geometry_asks(bijection):
+    """hypothesis_tokens, value_tokens, state_labels, alternates_keys_values, length_test: asked of
+    the task, never switched on its name."""
+    from windtunnel.tasks.recall import KEY0
+
+    recall = make_task("recall", {"N": 3, "M": 2, "n_keys": 8, "n_values": 8})
+    assert recall.hypothesis_tokens()[0] == list(range(KEY0, KEY0 + 8))
+    mqar = make_task("recall", {"format": "mqar", "N": 3, "vocab_size": 32, "seq_len": 16})
+    assert mqar.hypothesis_tokens()[0] == list(range(2, 17))  # zoology's keys 1..15, shifted by one
+    assert make_task("sula", {"k": 4, "n_words": 8}).hypothesis_tokens()[0] == [8, 9]
+    assert bijection.value_tokens()[0] == [4, 5, 6, 7] and keyframe.extra_token_sets(bijection)["value_"][0] == [4, 5, 6, 7]
+    assert make_task("bijection", {"V": 4, "L": 3, "format": "paired"}).value_tokens() is None
+    assert bijection.alternates_keys_values and not make_task("sula", {"k": 4, "n_words": 8}).alternates_keys_values
+    hmm = make_task("hmm", {"S": 3, "O": 3, "K": 4})
+    assert hmm.length == 4 and hmm.length_test() == (4, 50) and bijection.length_test() == ()
+    batch = hmm.sample(5, make_generator(0, "probe"))
+    lab, k, what = hmm.state_labels(batch)
+    assert k == 3 and "hidden state" in what and torch.equal(lab, batch.probs.argmax(-1))
+    reg = make_task("regression", {"d": 2, "n_points": 3})
+    assert reg.state_labels(reg.sample(2, make_generator(0, "probe"))) is None
+
+
 def test_key_weights_follow_the_fused_qkv_layout(bijection):
     m = transformer(bijection)
     x = torch.randn(1, 5, 8)

@@ -7,8 +7,9 @@ H_Bayes|, bits) and KL(Bayes || model) against the intact model, the change with
 bootstrap 95% CI over sequences (the null is "no change": a CI that excludes 0), and the error
 ratio. The ranked table sorts by the change in entropy error; the frame head is the head whose
 removal hurts most, with its ratio to the runner-up and how many heads reach half its effect.
-For HMM, attention is removed in the top two layers and the model is evaluated at the task's K
-and at K = 50 (the paper's length test), intact and ablated.
+For tasks with a length test (``task.length_test()``; HMM: the task's K and K = 50, the paper's),
+attention is removed in the top two layers and the model is evaluated at every length, intact
+and ablated. It applies to models with the ablation hooks (``model.has_head_ablation``).
 """
 
 from __future__ import annotations
@@ -22,15 +23,13 @@ from windtunnel.config import ConfigError
 from windtunnel.evaluate.evaluator import predict, task_bayes
 from windtunnel.evaluate.metrics import AUTHORS_KL_EPS, bootstrap_ci, entropy_error, per_position
 from windtunnel.geometry import markdown, plots
-from windtunnel.geometry.context import Context, is_transformer, probe_batch
+from windtunnel.geometry.context import Context, missing, probe_batch
 
 BYPASS = ("block", "attn", "ffn")
 
 
 def applies(ctx: Context) -> str | None:
-    if not is_transformer(ctx.model):
-        return f"needs head masks and block bypass; model '{ctx.config.model}' has no such hooks"
-    return None
+    return missing(ctx.model, "has_head_ablation")
 
 
 @contextmanager
@@ -62,13 +61,14 @@ def effect(base: dict, abl: dict, n_boot: int, seed: int) -> dict:
             "delta_kl_lo": klo, "delta_kl_hi": khi, "significant": bool(lo > 0 or hi < 0)}
 
 
-def hmm_top_layers(ctx: Context, base_model, n_boot: int) -> dict:
-    """Attention off in the top two layers, at the task's K and at K = 50."""
-    L = len(base_model.blocks)
+def top_attention_length_test(ctx: Context, base_model, n_boot: int) -> dict:
+    """Attention off in the top two layers, at every length of ``task.length_test()`` (HMM: the
+    task's K and K = 50)."""
+    L = base_model.head_mask.shape[0]
     top = list(range(max(0, L - 2), L))
-    k0 = ctx.task.config.K
+    k0 = ctx.task.length
     out: dict = {"layers": top, "lengths": {}}
-    for K in sorted({k0, 50}):
+    for K in ctx.task.length_test():
         task = ctx.task if K == k0 else ctx.task.with_length(K)
         max_len = base_model.embed.pos.num_embeddings if base_model.embed.pos is not None else None
         if max_len is not None and task.spec.seq_len > max_len:
@@ -115,8 +115,8 @@ def run(ctx: Context, n_boot: int = 200) -> dict:
     }
     whole = [b for b in out["blocks"] if b["what"] == "block"]
     out["min_block_ratio"] = min(b["ratio"] for b in whole)
-    if ctx.config.task == "hmm":
-        out["hmm_top_attention"] = hmm_top_layers(ctx, model, n_boot)
+    if ctx.task.length_test():  # (the key keeps its first name, from the HMM)
+        out["hmm_top_attention"] = top_attention_length_test(ctx, model, n_boot)
     if any(model.bypass) or not bool((model.head_mask == 1).all()):
         raise ConfigError("internal error: an ablation was left on")  # pragma: no cover
     return out

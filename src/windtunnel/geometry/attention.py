@@ -10,11 +10,13 @@ where the attention goes in the bijection.
 * Query-key alignment (the authors' ``qk-align``): per layer, cos(q at scored position i, k at
   scored position j) for j < i, averaged over heads and sequences: a (P, P) map, NaN above the
   diagonal, plus its mean.
-* Bijection mass split (operationalising 6.2(c)): at the k-th key position (k >= 2) the mass on
+* Bijection mass split (operationalising 6.2(c); tasks with ``alternates_keys_values``): at the k-th key position (k >= 2) the mass on
   the query itself, on earlier key tokens and on earlier value tokens. Every earlier value token
   is a value already used, i.e. an eliminated hypothesis, so the value-token mass is the mass
   on eliminated hypotheses; the still-feasible ones never appear as tokens. Reported per head
   with its per-k curve, beside uniform attention ((k-1)/(2k-1) on values) and the step-0 model.
+
+It applies to models with attention (``model.has_attention``).
 """
 
 from __future__ import annotations
@@ -26,15 +28,13 @@ from windtunnel import stats
 from windtunnel.analysis import Analysis
 from windtunnel.evaluate.metrics import bootstrap_ci
 from windtunnel.geometry import markdown, plots
-from windtunnel.geometry.context import Activations, Context, is_transformer
+from windtunnel.geometry.context import Activations, Context, missing
 
 GROUPS = ("self", "keys", "values")
 
 
 def applies(ctx: Context) -> str | None:
-    if not is_transformer(ctx.model):
-        return f"needs attention patterns; model '{ctx.config.model}' has no attention"
-    return None
+    return missing(ctx.model, "has_attention")
 
 
 def entropy_per_layer(acts: Activations, rows) -> list[dict]:
@@ -123,7 +123,7 @@ def run(ctx: Context, n_boot: int = 500) -> dict:
     first, last = out["layers"][0]["scored"]["bits"], out["layers"][-1]["scored"]["bits"]
     out["reduction_first_to_last"] = float(1 - last / first) if first > 0 else float("nan")
     out["uniform_bits_scored"] = out["layers"][0]["scored"]["uniform_bits"]
-    if ctx.config.task == "bijection" and pos.numel() > 1:
+    if ctx.task.alternates_keys_values and pos.numel() > 1:
         mass, mass0 = bijection_mass(acts, pos), bijection_mass(init, pos)
         out["bijection_mass"] = {
             "operationalisation": "mass of the k-th key position (k >= 2) on itself, on earlier key tokens and on "

@@ -9,7 +9,6 @@ request). Activations that only matter at the scored positions are stored there 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,24 +17,23 @@ import torch
 
 from windtunnel.config import ConfigError
 from windtunnel.evaluate.evaluator import task_bayes
+from windtunnel.models.base import LAYER_STATE
 from windtunnel.tasks.base import Batch, Prediction, Task, make_generator
 from windtunnel.train.checkpoint import load_weights
 from windtunnel.train.config import RunConfig
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.trainer import build
 
-LAYER_STATE = re.compile(r"^(blocks\.(\d+)\.resid_post|layers\.(\d+)\.hidden)$")
-
-
 @dataclass
 class Activations:
     """One model's activations on the probe batch.
 
     ``logits`` (B, P, O) at the scored positions; ``states`` maps ``embed``, every per-layer
-    residual/hidden state (``blocks.{i}.resid_post`` or ``layers.{i}.hidden``) and ``final``
-    to (B, P, d) tensors at the scored positions; transformers add ``patterns[i]`` (B, H, T, T),
-    ``q[i]``/``k[i]`` (B, H, P, dh) at the scored positions and ``attn_out[i]`` (B, P, d): what
-    layer i's attention writes into the residual stream (W_O of the concatenated heads)."""
+    residual/hidden state (``blocks.{i}.resid_post``) and ``final`` to (B, P, d) tensors at the
+    scored positions; models with attention (``model.has_attention``) add ``patterns[i]``
+    (B, H, T, T), ``q[i]``/``k[i]`` (B, H, P, dh) at the scored positions and ``attn_out[i]``
+    (B, P, d): what layer i's attention writes into the residual stream
+    (``model.attention_output``, W_O of the concatenated heads)."""
 
     logits: torch.Tensor
     states: dict[str, torch.Tensor]
@@ -49,24 +47,21 @@ class Activations:
         return [n for n in self.states if LAYER_STATE.match(n)]
 
 
-def is_transformer(model: torch.nn.Module) -> bool:
-    """Whether ``model`` has the transformer's attention capture points and ablation hooks."""
-    return (hasattr(model, "head_mask") and hasattr(model, "set_bypass") and hasattr(model, "blocks")
-            and all(hasattr(b, "attn") and hasattr(b.attn, "qkv") for b in model.blocks))
+CAPABILITIES = {"has_attention": "no attention", "has_head_ablation": "no head mask or block bypass",
+                "has_recurrent_state": "no recurrent state"}
 
 
-def layer_state_names(model) -> list[str]:
-    return [n for n in model.capture_names() if LAYER_STATE.match(n)]
+def missing(model, capability: str) -> str | None:
+    """None when ``model`` has ``capability`` (a boolean of the model contract: ``has_attention``,
+    ``has_head_ablation``, ``has_recurrent_state``), else a skip reason that names it."""
+    if getattr(model, capability, False):
+        return None
+    return f"{CAPABILITIES.get(capability, 'not ' + capability)} (model.{capability} is False)"
 
 
-def final_norm(model) -> torch.nn.Module:
-    """The norm applied to the last layer's state before the head (``norm_f`` or ``norm``)."""
-    for name in ("norm_f", "norm"):
-        m = getattr(model, name, None)
-        if isinstance(m, torch.nn.Module):
-            return m
-    raise ConfigError(f"model '{getattr(model, 'name', type(model).__name__)}' has no final norm "
-                      "(norm_f or norm) for the logit lens")
+def attention_layers(model) -> int:
+    """Number of attention layers of a model with ``has_attention`` (0 without)."""
+    return sum(1 for n in model.capture_names() if n.endswith(".attn.pattern")) if model.has_attention else 0
 
 
 @torch.no_grad()
@@ -76,11 +71,10 @@ def capture(model, batch: Batch, chunk: int = 128, full: bool = True) -> Activat
     ``full=False`` keeps only the logits, the ``final`` state and the attention patterns (what
     the training-dynamics analysis needs at every checkpoint)."""
     model.eval()
-    state_names = ["embed", *layer_state_names(model), "final"] if full else ["final"]
+    state_names = ["embed", *model.layer_state_names(), "final"] if full else ["final"]
     names = list(state_names)
-    tf = is_transformer(model)
-    n_layers = len(model.blocks) if tf else 0
-    if tf:
+    n_layers = attention_layers(model)
+    if n_layers:
         for i in range(n_layers):
             names += [f"blocks.{i}.attn.{k}" for k in (("pattern", "q", "k", "z") if full else ("pattern",))]
     pos = batch.positions
@@ -99,7 +93,7 @@ def capture(model, batch: Batch, chunk: int = 128, full: bool = True) -> Activat
             elif name.endswith(".z"):
                 i = int(name.split(".")[1])
                 z = v[:, :, pos].transpose(1, 2).reshape(v.shape[0], len(pos), -1)
-                parts.setdefault(f"attn_out.{i}", []).append(model.blocks[i].attn.proj(z).float())
+                parts.setdefault(f"attn_out.{i}", []).append(model.attention_output(i, z).float())
             else:  # (B, T, d) states, or (B, P, d) when the model computes only the scored positions
                 parts.setdefault(name, []).append((v[:, pos] if v.shape[1] == T else v).float())
     cat = {k: torch.cat(v) for k, v in parts.items()}

@@ -25,7 +25,7 @@ from windtunnel import stats
 from windtunnel.analysis import Analysis
 from windtunnel.evaluate.metrics import AUTHORS_KL_EPS, entropy_error, model_prediction, per_position
 from windtunnel.geometry import keyframe, markdown, plots
-from windtunnel.geometry.context import Activations, Context, capture, flat, is_transformer
+from windtunnel.geometry.context import Activations, Context, capture, flat
 from windtunnel.train.checkpoint import load_weights
 
 
@@ -80,8 +80,7 @@ def checkpoint_point(ctx: Context, model, acts: Activations, final: Activations,
 
 def run(ctx: Context, progress=None) -> dict:
     final = ctx.acts("final")
-    tf = is_transformer(ctx.model)
-    hyp = keyframe.hypothesis_tokens(ctx.task) if tf else None
+    hyp = keyframe.hypothesis_tokens(ctx.task) if keyframe.model_reason(ctx.model) is None else None
     token_sets = {}  # key-frame token sets followed over the checkpoints: prefix -> token ids
     if hyp is not None and len(hyp[0]) >= 2:
         token_sets = {"": hyp[0], **{p: ids for p, (ids, _) in keyframe.extra_token_sets(ctx.task).items()}}

@@ -1,12 +1,13 @@
 """Key frame (Paper I section 6.1): are the keys of the hypothesis tokens orthogonal?
 
-For layer l and head h, with W_K^{(l,h)} the (d_head, d) slice of the fused QKV weight (rows
-d + h*d_head .. d + (h+1)*d_head of ``qkv.weight``):
+For layer l and head h, with W_K^{(l,h)} the model's key weights (``model.key_weights(l)``; the
+transformer's: rows d + h*d_head .. d + (h+1)*d_head of its fused ``qkv.weight``):
 
 * ``tokens_raw`` (the authors' ``qkv_analysis.py``; headline): keys K = E W_K^T of the raw token
   embeddings E (no position, no norm) of the task's hypothesis tokens, at every layer.
 * ``tokens_prenorm``: the same keys after the layer's own pre-attention norm (``norm1``) is
-  applied to E; at layer 0 that is what the first attention really sees, bar the positions.
+  (``model.attention_norm(l)``) applied to E; at layer 0 that is what the first attention really
+  sees, bar the positions.
 * ``wk_columns`` (Paper III section 3.2): the d_head columns of W_K^{(l,h)} in R^d, no tokens.
 * ``tokens_centred``: the ``tokens_raw`` keys minus their mean over the token set, per head. A
   component every key shares (a common direction that a softmax ignores) makes raw keys look
@@ -15,9 +16,12 @@ d + h*d_head .. d + (h+1)*d_head of ``qkv.weight``):
   (in R^d, raw and centred), the vectors attention writes into the residual stream. When attention
   spreads uniformly over the used values, its output is their mean OV vector, and telling which
   values were used needs these to be near-orthogonal: the frame elimination needs.
-* ``value_...`` (sep-vocab bijection only): every token variant for the V value tokens, the tokens
-  an attention head must tell apart to know which answers are used (in the paired format keys and
-  values share tokens 0..V-1, so one set covers both).
+* ``value_...`` (tasks with ``value_tokens()``, the sep-vocab bijection): every token variant for
+  the V value tokens, the tokens an attention head must tell apart to know which answers are used
+  (in the paired format keys and values share tokens 0..V-1, so one set covers both).
+
+It applies to models with attention (``model.has_attention``) and key weights
+(``model.key_weights(0)`` not None) on tasks with ``task.hypothesis_tokens()``.
 
 The statistic is the mean |off-diagonal cosine| of the rows of K (0 = orthogonal); the signed
 mean (what ``qkv_analysis.py`` prints) is recorded beside it. Nulls: the
@@ -38,7 +42,7 @@ import torch
 from windtunnel import stats
 from windtunnel.analysis import Analysis
 from windtunnel.geometry import markdown, plots
-from windtunnel.geometry.context import Context, is_transformer
+from windtunnel.geometry.context import Context, attention_layers, missing
 
 TOKEN_VARIANTS = ("tokens_raw", "tokens_prenorm", "tokens_centred", "ov", "ov_centred")
 VARIANTS = (*TOKEN_VARIANTS, "wk_columns")
@@ -46,73 +50,45 @@ HEADLINE = "tokens_raw"
 
 
 def hypothesis_tokens(task) -> tuple[list[int], str] | None:
-    """Token ids whose keys form the hypothesis frame, and what they are (None: no such tokens).
-
-    bijection: the V key tokens (0..V-1 in both formats); hmm: the observation symbols (the
-    evidence each position reads); recall: the key tokens; sula: the two label tokens. Other
-    token tasks fall back to ``answer_token_ids``."""
-    spec = task.spec
-    if spec.input_kind != "tokens":
-        return None
-    name = spec.name
-    if name == "bijection":
-        return list(range(task.config.V)), f"the {task.config.V} key tokens"
-    if name == "hmm":
-        o0 = task.token_ids["o0"]
-        return list(range(o0, o0 + task.config.O)), f"the {task.config.O} observation symbols"
-    if name == "recall":
-        from windtunnel.tasks.recall import KEY0
-
-        return list(range(KEY0, KEY0 + task.config.n_keys)), f"the {task.config.n_keys} key tokens"
-    if name == "sula":
-        n = task.config.n_words
-        return [n, n + 1], "the two label tokens"
-    if spec.answer_token_ids is not None and len(spec.answer_token_ids) >= 2:
-        return list(spec.answer_token_ids), "the answer tokens"
-    return None
+    """Token ids whose keys form the hypothesis frame, and what they are (None: no such tokens):
+    the task's own :meth:`~windtunnel.tasks.base.Task.hypothesis_tokens`."""
+    return task.hypothesis_tokens()
 
 
 def extra_token_sets(task) -> dict[str, tuple[list[int], str]]:
-    """Further token sets measured beside the hypothesis tokens: the V value tokens of the
-    sep-vocab bijection (the answers the attention must tell apart), prefixed ``value_``."""
-    if task.spec.name == "bijection" and task.config.format == "sepvocab":
-        V = task.config.V
-        return {"value_": (list(range(V, 2 * V)), f"the {V} value tokens")}
-    return {}
+    """Further token sets measured beside the hypothesis tokens: the task's
+    :meth:`~windtunnel.tasks.base.Task.value_tokens` (the sep-vocab bijection's V value tokens,
+    the answers the attention must tell apart), prefixed ``value_``."""
+    values = task.value_tokens()
+    return {"value_": values} if values is not None else {}
+
+
+def model_reason(model) -> str | None:
+    """Why the key frame cannot be measured on ``model`` (None: it can)."""
+    reason = missing(model, "has_attention")
+    if reason is None and model.key_weights(0) is None:
+        reason = ("no key weights (model.key_weights(0) is None: its keys are no linear map of the "
+                  "token embeddings)")
+    return reason
 
 
 def applies(ctx: Context) -> str | None:
-    if not is_transformer(ctx.model):
-        return f"needs attention keys; model '{ctx.config.model}' has none"
+    reason = model_reason(ctx.model)
+    if reason is not None:
+        return reason
     if hypothesis_tokens(ctx.task) is None:
-        return f"task '{ctx.config.task}' has no hypothesis tokens (vector inputs)"
+        return f"no hypothesis tokens (task '{ctx.config.task}': task.hypothesis_tokens() is None)"
     return None
 
 
-def _qkv_block(model, which: int) -> list[torch.Tensor]:
-    """Per layer, the (H, d_head, d) slices of block ``which`` (0 q, 1 k, 2 v) of the fused QKV weight."""
-    out = []
-    for block in model.blocks:
-        w = block.attn.qkv.weight.detach().double()
-        d, H = w.shape[1], block.attn.n_heads
-        out.append(w[which * d : (which + 1) * d].reshape(H, d // H, d))
-    return out
-
-
 def key_weights(model) -> list[torch.Tensor]:
-    """Per layer, W_K of every head: (H, d_head, d), from the fused QKV layout (q, k, v blocks)."""
-    return _qkv_block(model, 1)
+    """Per layer, W_K of every head: (H, d_head, d) (``model.key_weights``)."""
+    return [model.key_weights(i) for i in range(attention_layers(model))]
 
 
 def ov_weights(model) -> list[torch.Tensor]:
-    """Per layer, W_O W_V of every head: (H, d, d); head h reads the V block's rows h*d_head.. and
-    writes through the output projection's columns h*d_head.."""
-    out = []
-    for block, wv in zip(model.blocks, _qkv_block(model, 2)):
-        H, dh, d = wv.shape
-        wo = block.attn.proj.weight.detach().double().reshape(d, H, dh).permute(1, 0, 2)  # (H, d, dh)
-        out.append(wo @ wv)
-    return out
+    """Per layer, W_O W_V of every head: (H, d, d) (``model.ov_weights``)."""
+    return [model.ov_weights(i) for i in range(attention_layers(model))]
 
 
 def frame_vectors(model, tokens: list[int], variant: str) -> list[torch.Tensor]:
@@ -127,8 +103,9 @@ def frame_vectors(model, tokens: list[int], variant: str) -> list[torch.Tensor]:
         vecs = [torch.einsum("nd,hkd->hnk", e, w) for w in ov_weights(model)]
     else:
         vecs = []
-        for block, w in zip(model.blocks, key_weights(model)):
-            x = block.norm1(e.to(block.norm1.weight.dtype)).double() if variant == "tokens_prenorm" else e
+        for i, w in enumerate(key_weights(model)):
+            norm = model.attention_norm(i) if variant == "tokens_prenorm" else None
+            x = norm(e.to(norm.weight.dtype)).double() if norm is not None else e
             vecs.append(torch.einsum("nd,hkd->hnk", x, w))
     if variant.endswith("centred"):
         vecs = [v - v.mean(-2, keepdim=True) for v in vecs]

@@ -1,7 +1,7 @@
 """Logit lens: read every layer's state through the model's final norm and output head.
 
-At the scored positions, each layer state (the embedding, then every ``blocks.{i}.resid_post``
-or ``layers.{i}.hidden``) goes through the final norm and head as if it were the last layer;
+At the scored positions, each layer state (the embedding, then every ``blocks.{i}.resid_post``)
+goes through the final norm (``model.final_norm``) and head as if it were the last layer;
 the resulting prediction is compared with the exact posterior: KL(model_layer || Bayes) and
 KL(Bayes || model_layer) in bits (both with the metrics' eps clip, 1e-10, on the second
 argument) and the entropy error. The last layer reproduces the model's own output. Nulls: the
@@ -15,22 +15,19 @@ import torch
 from windtunnel.analysis import Analysis
 from windtunnel.evaluate.metrics import AUTHORS_KL_EPS, entropy_error, model_prediction, per_position
 from windtunnel.geometry import markdown, plots
-from windtunnel.geometry.context import Activations, Context, final_norm, layer_state_names
-
-_NORMS = ("norm_f", "norm")
-
+from windtunnel.geometry.context import Activations, Context
 
 def applies(ctx: Context) -> str | None:
-    if not any(isinstance(getattr(ctx.model, n, None), torch.nn.Module) for n in _NORMS):
-        return f"model '{ctx.config.model}' has no final norm to read layers through"
-    if not layer_state_names(ctx.model):
-        return f"model '{ctx.config.model}' exposes no per-layer states"
+    if ctx.model.final_norm is None:
+        return "no final norm to read layers through (model.final_norm is None)"
+    if not ctx.model.layer_state_names():
+        return "no per-layer states (model.layer_state_names() is empty: no blocks.{i}.resid_post captures)"
     return None
 
 
 @torch.no_grad()
 def lens(model, acts: Activations, ctx: Context) -> list[dict]:
-    norm = final_norm(model)
+    norm = model.final_norm
     out = []
     for name in ["embed", *acts.layer_names]:
         h = acts.states[name]

@@ -165,7 +165,7 @@ def logit_lens(res: dict, out: Path) -> list[Path]:
     for name, b in res["baselines"].items():
         if b["kl_bayes_model"] is not None:
             ax.axhline(max(b["kl_bayes_model"], 1e-6), color="k", ls=":", label=f"{name} KL(Bayes||.)")
-    ax.set_xticks(range(len(res["layers"])), [r["name"].replace(".resid_post", "").replace(".hidden", "")
+    ax.set_xticks(range(len(res["layers"])), [r["name"].replace(".resid_post", "")
                                               for r in res["layers"]], rotation=30, fontsize=8)
     ax.set_yscale("log")
     ax.set_ylabel("KL (bits)")

@@ -1,10 +1,11 @@
-"""Recurrent geometry (Paper I v3, section 6.6): the final-layer states of Mamba and LSTM.
+"""Recurrent geometry (Paper I v3, section 6.6): the final-layer states of models with a
+recurrent state (``model.has_recurrent_state``: Mamba, LSTM, ...).
 
 At every scored position (HMM: every observation) take the final-normed state and label it by
-the most likely hidden state (argmax of the exact posterior; for other tasks the argmax answer,
-ties to the lowest index) and by H_Bayes. Report: PCA (PC1, PC1+PC2, |Spearman r(PC1, H)|), a
-held-out entropy probe R^2 with its shuffled-label control, and k-means with k = number of
-hidden states (HMM's S; else the answer size): silhouette and purity against the most likely
+the task's discrete state (``task.state_labels``: HMM, the most likely hidden state; by default
+the argmax of the exact posterior, ties to the lowest index) and by H_Bayes. Report: PCA (PC1,
+PC1+PC2, |Spearman r(PC1, H)|), a held-out entropy probe R^2 with its shuffled-label control, and
+k-means with k = number of states (HMM's S; by default the answer size): silhouette and purity against the most likely
 state, with the purity of the same clusters against permuted labels as null. The same entropy
 probe per layer. Nulls: the step-0 model, and for PC1 and silhouette a Gaussian cloud of
 matched n and d. (Paper, HMM: Mamba 5 clusters, probe R^2 0.40, PC1 21.9%; LSTM 0.004, 92.3%.)
@@ -17,26 +18,21 @@ import numpy as np
 from windtunnel import stats
 from windtunnel.analysis import Analysis
 from windtunnel.geometry import markdown, plots
-from windtunnel.geometry.context import Activations, Context, flat
-
-ARCHITECTURES = ("mamba", "mamba2", "lstm")
+from windtunnel.geometry.context import Activations, Context, flat, missing
 
 
 def applies(ctx: Context) -> str | None:
-    if ctx.config.model not in ARCHITECTURES:
-        return f"recurrent geometry is for {', '.join(ARCHITECTURES)}; this run is '{ctx.config.model}'"
-    return None
+    return missing(ctx.model, "has_recurrent_state")
 
 
 def labels(ctx: Context) -> tuple[np.ndarray | None, int | None, str]:
-    """Most-likely-state labels (B*P,), k, and what they are (None for Gaussian tasks)."""
-    probs = ctx.batch.probs
-    if probs is None:
-        return None, None, "no categorical posterior: clusters skipped"
-    lab = probs.argmax(-1).reshape(-1).numpy()
-    if ctx.config.task == "hmm":
-        return lab, int(ctx.task.config.S), "most likely hidden state (argmax of the filtering posterior)"
-    return lab, int(probs.shape[-1]), "argmax of the exact posterior (ties to the lowest answer)"
+    """State labels (B*P,), k, and what they are (None when the task has none:
+    :meth:`~windtunnel.tasks.base.Task.state_labels`)."""
+    got = ctx.task.state_labels(ctx.batch)
+    if got is None:
+        return None, None, "no discrete state labels (task.state_labels() is None): clusters skipped"
+    lab, k, what = got
+    return lab.reshape(-1).numpy(), int(k), what
 
 
 def describe(acts: Activations, ctx: Context, lab, k, probe_layers: bool = True) -> dict:

@@ -10,6 +10,7 @@ the task's answer space at every position, ``(B, T, O)``, or at the requested ``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any, ClassVar, Literal
 
@@ -151,13 +152,39 @@ class OutputHead(nn.Module):
 # ---------------------------------------------------------------------------------------
 # The model contract
 # ---------------------------------------------------------------------------------------
+#: the capture name of layer i's residual/hidden state, the one naming scheme of every architecture
+LAYER_STATE = re.compile(r"^blocks\.(\d+)\.resid_post$")
+
+
 class WindModel(nn.Module):
     """Base of every architecture. Subclasses set ``name`` and ``Config``, build ``embed``
     (an :class:`InputAdapter`), ``head`` (an :class:`OutputHead`), and implement
-    :meth:`mix` and :meth:`capture_names`."""
+    :meth:`mix` and :meth:`capture_names`.
+
+    Capabilities (what the geometry analyses read; the defaults say "none", an architecture
+    that has one overrides it):
+
+    * ``has_attention``: every layer has per-head attention whose rows are weights over the
+      earlier positions that sum to 1, captured as ``blocks.{i}.attn.pattern`` (B, H, T, T) with
+      ``blocks.{i}.attn.q|k|z`` (B, H, T, dh), and :meth:`attention_output` maps a layer's head
+      outputs z to what it writes into the residual stream.
+    * ``has_head_ablation``: the ablation hooks, a ``head_mask`` buffer (n_layers, n_heads) that
+      scales each head's output, ``set_bypass(layer, "block" | "attn" | "ffn" | None)``, a
+      ``bypass`` list and ``clear_ablations()``.
+    * ``has_recurrent_state``: the sequence is mixed through a fixed-size state carried from
+      position to position (RNN, state space model, linear attention, delta rule).
+    * :meth:`key_weights` / :meth:`ov_weights` / :meth:`attention_norm`: per layer, the key
+      projection W_K, the OV circuit W_O W_V and the norm in front of the attention, when the
+      keys and values are linear maps of the (normed) token embeddings; else None.
+    * :attr:`final_norm`: the module applied to the last layer's state before the head, or None.
+    * :meth:`layer_state_names`: the per-layer states, ``blocks.{i}.resid_post`` in depth order.
+    """
 
     name: ClassVar[str]
     Config: ClassVar[type[ModelConfig]]
+    has_attention: ClassVar[bool] = False
+    has_head_ablation: ClassVar[bool] = False
+    has_recurrent_state: ClassVar[bool] = False
 
     def __init__(self, spec: TaskSpec, config: ModelConfig | None = None, **params: Any):
         super().__init__()
@@ -207,6 +234,40 @@ class WindModel(nn.Module):
     def n_params(self) -> int:
         """Number of trainable parameters (tied weights counted once)."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    # --- capabilities (see the class docstring) ------------------------------------------
+    def layer_state_names(self) -> list[str]:
+        """The capture names of the per-layer states, ``blocks.{i}.resid_post``, in depth order."""
+        return [n for n in self.capture_names() if LAYER_STATE.match(n)]
+
+    @property
+    def final_norm(self) -> nn.Module | None:
+        """The norm :meth:`mix` applies to the last layer's state before the head (the logit lens
+        reads every layer through it). Default: the module named ``norm_f`` or ``norm``, if any;
+        override it when the final norm lives elsewhere, or return None when there is none."""
+        for attr in ("norm_f", "norm"):
+            m = getattr(self, attr, None)
+            if isinstance(m, nn.Module):
+                return m
+        return None
+
+    def key_weights(self, layer: int) -> torch.Tensor | None:
+        """W_K of every head of ``layer``, (H, d_head, d) in float64 (keys = x W_K^T of the normed
+        layer input x), or None when the keys are no linear map of the layer input."""
+        return None
+
+    def ov_weights(self, layer: int) -> torch.Tensor | None:
+        """W_O W_V of every head of ``layer``, (H, d, d) in float64, or None."""
+        return None
+
+    def attention_norm(self, layer: int) -> nn.Module | None:
+        """The norm applied to the residual stream before ``layer``'s attention, or None."""
+        return None
+
+    def attention_output(self, layer: int, z: torch.Tensor) -> torch.Tensor:
+        """What ``layer``'s attention writes into the residual stream for head outputs
+        ``z`` (B, P, H * d_head): (B, P, d). Models with ``has_attention`` implement it."""
+        raise NotImplementedError(f"model '{self.name}' has no attention (has_attention is False)")
 
 
 # ---------------------------------------------------------------------------------------

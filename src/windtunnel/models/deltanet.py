@@ -17,6 +17,8 @@ recurrence over chunks only.
 Capture points: the transformer's, with ``blocks.{i}.attn.q|k`` after the convolution and the
 normalisation, ``blocks.{i}.attn.beta`` and ``blocks.{i}.attn.alpha`` (B, H, T), and
 ``blocks.{i}.attn.pattern`` the effective (B, H, T, T) causal matrix P with z = P v.
+Capabilities: head ablation and a recurrent state, but no attention distribution (P's rows
+need not be nonnegative or sum to 1) and no key weights (the keys pass a convolution and a norm).
 """
 
 from __future__ import annotations
@@ -167,4 +169,18 @@ class DeltaNet(Transformer):
     name = "deltanet"
     Config = DeltaNetConfig
     mixer = DeltaRuleMixer
+    #: the pattern is the delta rule's effective matrix P (z = P v): its rows are neither
+    #: nonnegative nor normalised, so it is no attention distribution; the head mask and
+    #: bypasses are the transformer's, and the memory is a fixed-size recurrent state
+    has_attention = False
+    has_head_ablation = True
+    has_recurrent_state = True
+
+    def key_weights(self, layer: int) -> torch.Tensor | None:
+        """None: q and k pass a causal convolution, SiLU and L2 normalisation after the QKV
+        projection, so its weights alone do not define the keys (nor, for the values, W_O W_V)."""
+        return None
+
+    def ov_weights(self, layer: int) -> torch.Tensor | None:
+        return None
 

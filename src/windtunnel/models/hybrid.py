@@ -46,6 +46,9 @@ class HybridConfig(TransformerConfig, MambaConfig):
 class Hybrid(WindModel):
     name = "hybrid"
     Config = HybridConfig
+    #: Mamba layers carry a recurrent state; attention sits at some layers only and has no
+    #: head mask or bypass, so the attention analyses and ablations do not apply
+    has_recurrent_state = True
 
     def __init__(self, spec: TaskSpec, config: HybridConfig | None = None, **params):
         super().__init__(spec, config, **params)

@@ -80,3 +80,7 @@ class LinearAttention(Transformer):
     name = "linear_attention"
     Config = LinearAttentionConfig
     mixer = LinearAttentionMixer
+    #: the transformer's capabilities (its pattern rows are nonnegative and sum to 1; key
+    #: weights are W_K before the elementwise feature map), plus a recurrent state: the
+    #: running sums S_t and n_t
+    has_recurrent_state = True

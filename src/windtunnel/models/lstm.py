@@ -2,7 +2,9 @@
 dropout between them (as ``nn.LSTM(num_layers=n)``), LayerNorm, head; and the same stack of GRU
 layers (Cho et al. 2014), ``gru``.
 
-Capture points: ``embed``, ``layers.{i}.hidden`` (B, T, d: the output of recurrent layer i), ``final``.
+Capture points: ``embed``, ``blocks.{i}.resid_post`` (B, T, d: the output of recurrent layer i; the
+one per-layer name of every architecture, ``layers.{i}.hidden`` before), ``final``. The module
+list is still ``layers`` (the parameter names of saved checkpoints are unchanged).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class RecurrentStack(WindModel):
     one, so that every layer can be captured."""
 
     cell: type[nn.Module]
+    has_recurrent_state = True
 
     def __init__(self, spec: TaskSpec, config: LSTMConfig | GRUConfig | None = None, **params):
         super().__init__(spec, config, **params)
@@ -46,14 +49,14 @@ class RecurrentStack(WindModel):
         self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
 
     def capture_names(self) -> list[str]:
-        return ["embed"] + [f"layers.{i}.hidden" for i in range(self.config.n_layers)] + ["final"]
+        return ["embed"] + [f"blocks.{i}.resid_post" for i in range(self.config.n_layers)] + ["final"]
 
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
         for i, layer in enumerate(self.layers):
             if i:
                 x = self.drop(x)
             x, _ = layer(x)
-            cache.put(f"layers.{i}.hidden", x)
+            cache.put(f"blocks.{i}.resid_post", x)
         return self.norm(x)
 
 

@@ -266,6 +266,7 @@ class Mamba(WindModel):
 
     name = "mamba"
     Config = MambaConfig
+    has_recurrent_state = True
 
     def __init__(self, spec: TaskSpec, config: MambaConfig | None = None, **params):
         super().__init__(spec, config, **params)

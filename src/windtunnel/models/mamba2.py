@@ -62,6 +62,7 @@ def _transformers():
 class Mamba2(WindModel):
     name = "mamba2"
     Config = Mamba2Config
+    has_recurrent_state = True
 
     def __init__(self, spec: TaskSpec, config: Mamba2Config | None = None, **params):
         super().__init__(spec, config, **params)

@@ -5,6 +5,8 @@ Capture points (TransformerLens names): ``embed``, ``blocks.{i}.attn.q|k|v|z`` (
 ``blocks.{i}.attn.pattern`` (B, H, T, T), ``blocks.{i}.resid_post`` (B, T, d), ``final``.
 Ablations: the ``head_mask`` buffer (n_layers, n_heads) multiplies each head's output ``z``
 before W_O, and :meth:`Transformer.set_bypass` skips a block, its attention or its FFN.
+Capabilities (:class:`~windtunnel.models.base.WindModel`): attention, head ablation, key and
+OV weights from the fused QKV layout, ``norm1`` before each attention, ``norm`` as the final norm.
 """
 
 from __future__ import annotations
@@ -154,6 +156,8 @@ class Transformer(WindModel):
     name = "transformer"
     Config = TransformerConfig
     mixer: type[nn.Module] = Attention  # the token mixer of every block (other mixers with heads: subclasses)
+    has_attention = True
+    has_head_ablation = True
 
     def __init__(self, spec: TaskSpec, config: TransformerConfig | None = None, **params):
         super().__init__(spec, config, **params)
@@ -190,6 +194,32 @@ class Transformer(WindModel):
         for i, block in enumerate(self.blocks):
             x = block(x, self.head_mask[i] if masked else None, self.bypass[i], cache, f"blocks.{i}")
         return self.norm(x)
+
+    # --- capabilities --------------------------------------------------------------------
+    def _qkv_block(self, layer: int, which: int) -> torch.Tensor:
+        """(H, d_head, d) slice ``which`` (0 q, 1 k, 2 v) of layer ``layer``'s fused QKV weight, float64."""
+        attn = self.blocks[layer].attn
+        w = attn.qkv.weight.detach().double()
+        d, H = w.shape[1], attn.n_heads
+        return w[which * d : (which + 1) * d].reshape(H, d // H, d)
+
+    def key_weights(self, layer: int) -> torch.Tensor | None:
+        """W_K of every head, rows d + h*d_head .. d + (h+1)*d_head of the fused ``qkv.weight``."""
+        return self._qkv_block(layer, 1)
+
+    def ov_weights(self, layer: int) -> torch.Tensor | None:
+        """W_O W_V of every head: head h reads the V block's rows h*d_head.. and writes through
+        the output projection's columns h*d_head.."""
+        wv = self._qkv_block(layer, 2)
+        H, dh, d = wv.shape
+        wo = self.blocks[layer].attn.proj.weight.detach().double().reshape(d, H, dh).permute(1, 0, 2)  # (H, d, dh)
+        return wo @ wv
+
+    def attention_norm(self, layer: int) -> nn.Module | None:
+        return self.blocks[layer].norm1
+
+    def attention_output(self, layer: int, z: torch.Tensor) -> torch.Tensor:
+        return self.blocks[layer].attn.proj(z)
 
     # --- ablations ---------------------------------------------------------------------
     def set_bypass(self, layer: int, what: Bypass | None) -> None:

@@ -188,6 +188,49 @@ class Task(ABC):
     def latent_json(self, batch: Batch, i: int) -> dict[str, Any]:
         return {k: v[i].tolist() for k, v in batch.latent.items()}
 
+    # --- what the geometry analyses ask of a task ---------------------------------------
+    #: sequences alternate key and value tokens (keys at even, values at odd positions) and are
+    #: scored at the keys, so every earlier value token is an answer already used: the attention
+    #: analysis then splits each key's attention into self / earlier keys / earlier values
+    alternates_keys_values: ClassVar[bool] = False
+
+    def hypothesis_tokens(self) -> tuple[list[int], str] | None:
+        """Token ids whose keys should form the hypothesis frame (the key-frame analysis), and
+        what they are; None when the task has none (vector inputs). Default: the answer tokens
+        (``spec.answer_token_ids``) of a token task that has at least two."""
+        spec = self.spec
+        if spec.input_kind != "tokens" or spec.answer_token_ids is None or len(spec.answer_token_ids) < 2:
+            return None
+        return list(spec.answer_token_ids), "the answer tokens"
+
+    def value_tokens(self) -> tuple[list[int], str] | None:
+        """Further tokens the key-frame analysis measures beside :meth:`hypothesis_tokens`: the
+        tokens that show the answers in the context, when they are other tokens than the
+        hypothesis tokens (the attention must tell them apart to know which answers are used);
+        None when there are none. Default: None."""
+        return None
+
+    def state_labels(self, batch: Batch) -> tuple[torch.Tensor, int, str] | None:
+        """A discrete latent state at every scored position, to cluster the model's states by:
+        labels (B, P) long in 0..k-1, k and what they are; None when the task has none (Gaussian
+        tasks). Default: the argmax of the exact posterior over the answers (ties to the lowest)."""
+        if batch.probs is None:
+            return None
+        return (batch.probs.argmax(-1), int(batch.probs.shape[-1]),
+                "argmax of the exact posterior (ties to the lowest answer)")
+
+    @property
+    def length(self) -> int | None:
+        """The value of the task's length parameter (``Config.length_field``), or None."""
+        f = self.Config.length_field
+        return None if f is None else int(getattr(self.config, f))
+
+    def length_test(self) -> tuple[int, ...]:
+        """Lengths (values of the length parameter, the task's own included) at which the
+        ablation analysis re-evaluates the model with its top attention layers removed (Paper I's
+        length test); empty when the task asks for none. Default: none."""
+        return ()
+
     def with_length(self, length: int) -> "Task":
         """The same task with a different sequence length (for length generalisation)."""
         f = self.Config.length_field

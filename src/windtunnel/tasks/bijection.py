@@ -163,6 +163,17 @@ class BijectionTask(Task):
         # The best context-blind predictor is uniform over the V values (symmetry of the prior).
         return {"uniform": Prediction(probs=uniform_probs(tuple(batch.target.shape), self.config.V, batch.target.device))}
 
+    alternates_keys_values = True  # [k1, v1, k2, v2, ...] in both formats, scored at the keys
+
+    def hypothesis_tokens(self) -> tuple[list[int], str] | None:
+        """The V key tokens (0..V-1 in both formats)."""
+        return list(range(self.config.V)), f"the {self.config.V} key tokens"
+
+    def value_tokens(self) -> tuple[list[int], str] | None:
+        """sep-vocab: the V value tokens V..2V-1; paired: None (keys and values share 0..V-1)."""
+        V = self.config.V
+        return (list(range(V, 2 * V)), f"the {V} value tokens") if self.config.format == "sepvocab" else None
+
     def token_names(self) -> list[str]:
         V = self.config.V
         if self.config.format == "sepvocab":

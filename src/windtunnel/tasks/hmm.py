@@ -173,6 +173,20 @@ class HMMTask(Task):
             "emission_only": Prediction(probs=lik / lik.sum(-1, keepdim=True)),
         }
 
+    def hypothesis_tokens(self) -> tuple[list[int], str] | None:
+        """The O observation symbols: the evidence each position reads."""
+        o0 = self.token_ids["o0"]
+        return list(range(o0, o0 + self.config.O)), f"the {self.config.O} observation symbols"
+
+    def state_labels(self, batch: Batch) -> tuple[torch.Tensor, int, str] | None:
+        """The most likely hidden state (the answers are the S hidden states)."""
+        return (batch.probs.argmax(-1), int(self.config.S),
+                "most likely hidden state (argmax of the filtering posterior)")
+
+    def length_test(self) -> tuple[int, ...]:
+        """The trained K and K = 50 (Paper I: top-layer attention removed at K = 50)."""
+        return tuple(sorted({self.config.K, 50}))
+
     def token_names(self) -> list[str]:
         probs = [f"{cents / 100:.2f}" for cents in range(self.config.min_cents, 101)]
         return probs + ["[TRANS]", "[EMIT]", "[SEP]", "[OBS]"] + [f"o{i}" for i in range(self.config.O)] + ["<pad>"]

@@ -219,6 +219,11 @@ class RecallTask(Task):
             "stored_uniform": Prediction(probs=stored[:, None, :].expand(n, M, c.value_count)),
         }
 
+    def hypothesis_tokens(self) -> tuple[list[int], str] | None:
+        """The key tokens."""
+        n = self.config.key_count
+        return list(range(self._key0, self._key0 + n)), f"the {n} key tokens"
+
     def token_names(self) -> list[str]:
         c = self.config
         if c.format == "mqar":

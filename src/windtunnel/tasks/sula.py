@@ -122,6 +122,11 @@ class SULATask(Task):
             "last_label": Prediction(probs=last),
         }
 
+    def hypothesis_tokens(self) -> tuple[list[int], str] | None:
+        """The two label tokens."""
+        n = self.config.n_words
+        return [n, n + 1], "the two label tokens"
+
     def token_names(self) -> list[str]:
         c = self.config
         words = [CARRIER_WORDS[i] if i < len(CARRIER_WORDS) else f"w{i}" for i in range(c.n_words)]
