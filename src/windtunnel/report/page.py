@@ -204,11 +204,10 @@ def scorecard_section(folder: Path) -> list[str]:
         return []
     doc = json.loads(path.read_text())
 
+    from windtunnel.sweep.markdown import score_text
+
     def cell(r: dict[str, Any] | None) -> str:
-        if not r or r.get("score") is None:
-            return "-"
-        spread = f" [{r['score_lo']:.2f}, {r['score_hi']:.2f}]" if r.get("n_seeds", 1) > 1 else ""
-        return f"{r['verdict']} {r['score']:.2f}{spread}"
+        return "-" if not r or r.get("score") is None else f"{r['verdict']} {score_text(r)}"
 
     body = [[prim, f"{row['task']} ({row['metric'].replace('_', ' ')})", cell(row["model"]), cell(row[doc["reference"]])]
             for prim, row in doc["primitives"].items()]

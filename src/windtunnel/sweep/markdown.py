@@ -68,6 +68,12 @@ def comparison_table(aggregated: list[dict[str, Any]], experiment: str) -> str:
     return "\n".join(lines)
 
 
+def score_text(v: dict[str, Any]) -> str:
+    """A primitive's score, with the scores at the ends of its interval over seeds when there are several."""
+    spread = f" [{v['score_lo']:.2f}, {v['score_hi']:.2f}]" if v.get("n_seeds", 1) > 1 else ""
+    return f"{v['score']:.2f}{spread}"
+
+
 def primitives_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[str],
                      paper_claims: dict[str, dict[str, str]] | None) -> str:
     """Model x primitive: verdict and score (and the paper's claim), in the order of ``rules``."""
@@ -81,8 +87,7 @@ def primitives_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[st
                 continue
             v = per[p]
             count += {"yes": 1.0, "partial": 0.5}.get(v["verdict"], 0.0)
-            spread = f" [{v['score_lo']:.2f}, {v['score_hi']:.2f}]" if v.get("n_seeds", 1) > 1 else ""
-            cells.append(f"{_MARK[v['verdict']]} {v['score']:.2f}{spread}")
+            cells.append(f"{_MARK[v['verdict']]} {score_text(v)}")
         cells.append(f"{count:g}/{len(rules)}")
         if paper_claims:
             claim = paper_claims.get(model)

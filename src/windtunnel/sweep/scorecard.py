@@ -37,17 +37,17 @@ def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
                     primitives: list[str] | None = None) -> SweepConfig:
     """The sweep behind a scorecard: one experiment per primitive's task, MODEL beside the
     transformer (capacity-matched to it), ``seeds`` seeds, the primitive rules."""
+    have = profile_tasks(profile)
     if primitives is None:  # every primitive whose tunnel the profile has (paper: the three of Paper I)
-        chosen = [p for p, (task, _) in PRIMITIVES.items() if task in profile_tasks(profile)]
+        chosen = [p for p, (task, _) in PRIMITIVES.items() if task in have]
     else:
         chosen = primitives
     unknown = [p for p in chosen if p not in PRIMITIVES]
     if unknown or not chosen:
         raise ConfigError(f"primitives {unknown or chosen}: choose from {', '.join(PRIMITIVES)}")
-    lacking = [PRIMITIVES[p][0] for p in chosen if PRIMITIVES[p][0] not in profile_tasks(profile)]
+    lacking = [PRIMITIVES[p][0] for p in chosen if PRIMITIVES[p][0] not in have]
     if lacking:
-        raise ConfigError(f"profile '{profile}' has no config for task(s) {', '.join(lacking)}; "
-                          f"it has: {', '.join(profile_tasks(profile))}")
+        raise ConfigError(f"profile '{profile}' has no config for task(s) {', '.join(lacking)}; it has: {', '.join(have)}")
     models = [REFERENCE] if model == REFERENCE else [REFERENCE, model]
     doc = {
         "name": f"scorecard-{model.replace(':', '.')}",
