@@ -120,7 +120,8 @@ def test_path_choice(monkeypatch, caplog):
         assert choose() is False
         monkeypatch.setattr(scan_ext, "cpp_available", lambda: (True, ""))
         monkeypatch.setenv("WINDTUNNEL_SCAN", "auto")
-        assert choose() is True and "C++ (auto)" in caplog.text
+        monkeypatch.setattr(scan_ext, "threads_used", lambda: 2)
+        assert choose() is True and "C++ (auto, 2 of" in caplog.text
         monkeypatch.setenv("WINDTUNNEL_SCAN", "fast")
         with pytest.raises(ConfigError, match="WINDTUNNEL_SCAN"):
             choose()
@@ -207,3 +208,32 @@ def test_a_stale_build_lock_is_removed_and_a_fresh_one_kept(tmp_path):
     old = time.time() - 3600
     os.utime(lock, (old, old))
     assert clear_stale_lock(lock) and not lock.exists()
+
+
+def test_cpp_kernels_use_torchs_threads():
+    """Built with OpenMP, ATen's parallel_for in the C++ kernels runs on torch's threads (built
+    without it, every kernel silently ran on one thread)."""
+    need_cpp()
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert scan_ext.threads_used() == 2
+        torch.set_num_threads(1)
+        assert scan_ext.threads_used() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_build_falls_back_to_a_serial_build_without_openmp(monkeypatch, caplog):
+    tried = []
+
+    def fake_build(openmp):
+        tried.append(openmp)
+        if openmp:
+            raise RuntimeError("clang: error: unsupported option '-fopenmp'")
+
+    monkeypatch.setattr(scan_ext, "_build", fake_build)
+    with caplog.at_level(logging.INFO, logger="windtunnel"):
+        scan_ext.build.__wrapped__()
+    assert tried == [True, False] and "single-threaded" in caplog.text
+    assert "-fopenmp" in scan_ext._flags(True) and "-fopenmp" not in scan_ext._flags(False)

@@ -33,9 +33,10 @@ SOURCE = Path(__file__).parent / "csrc" / "selective_scan.cpp"
 CHOICES = ("auto", "cpp", "torch")
 
 
-def _flags() -> list[str]:
-    """-O3, plus the widest vector code (AVX512 or AVX2) that torch itself uses on this CPU."""
-    flags = ["-O3"]
+def _flags(openmp: bool = True) -> list[str]:
+    """-O3, OpenMP (without it ATen's ``parallel_for`` runs on one thread), and the widest vector
+    code (AVX512 or AVX2) that torch itself uses on this CPU."""
+    flags = ["-O3"] + (["-fopenmp"] if openmp else [])
     cap = torch.backends.cpu.get_cpu_capability()
     if cap == "AVX512" and os.environ.get("WINDTUNNEL_SCAN_AVX512", "1") != "0":
         flags += ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma",
@@ -54,10 +55,19 @@ def requested() -> str:
 
 @functools.cache
 def build() -> None:
-    """Build (or load the cached build of) the C++ scan; registers ``torch.ops.windtunnel_scan``."""
+    """Build (or load the cached build of) the C++ scan; registers ``torch.ops.windtunnel_scan``.
+    With OpenMP when the compiler has it (the kernels then use torch's threads), else serial."""
+    try:
+        _build(openmp=True)
+    except Exception as e:  # e.g. Apple clang: no -fopenmp
+        _say(f"the C++ scan did not build with OpenMP ({type(e).__name__}); building it single-threaded")
+        _build(openmp=False)
+
+
+def _build(openmp: bool) -> None:
     from torch.utils.cpp_extension import get_default_build_root, load
 
-    flags = _flags()
+    flags = _flags(openmp)
     # the source's path is in the key too: ninja rebuilds when the path in build.ninja changes, so
     # two checkouts sharing one folder would rebuild in turn and wait on each other's lock
     key = hashlib.sha256(SOURCE.read_bytes() + str(SOURCE.resolve()).encode() + " ".join(flags).encode()
@@ -66,8 +76,14 @@ def build() -> None:
     folder = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()) / name
     folder.mkdir(parents=True, exist_ok=True)
     clear_stale_lock(folder / "lock")
-    load(name=name, sources=[str(SOURCE)], extra_cflags=flags, build_directory=str(folder),
-         is_python_module=False, verbose=False)
+    load(name=name, sources=[str(SOURCE)], extra_cflags=flags, extra_ldflags=["-fopenmp"] if openmp else [],
+         build_directory=str(folder), is_python_module=False, verbose=False)
+
+
+def threads_used() -> int:
+    """How many threads the C++ kernels run on (1 when built without OpenMP)."""
+    build()
+    return int(torch.ops.windtunnel_scan.threads_used())
 
 
 def clear_stale_lock(lock: Path, max_age_s: float = 600.0) -> bool:
@@ -112,7 +128,8 @@ def use_cpp() -> bool:
         return False
     ok, why = cpp_available()
     if ok:
-        _say(f"mamba CPU scan: C++ ({'WINDTUNNEL_SCAN=cpp' if choice == 'cpp' else 'auto'})")
+        _say(f"mamba CPU scan: C++ ({'WINDTUNNEL_SCAN=cpp' if choice == 'cpp' else 'auto'}, "
+             f"{threads_used()} of {torch.get_num_threads()} threads)")
         return True
     if choice == "cpp":
         raise ConfigError(f"WINDTUNNEL_SCAN=cpp but the C++ scan did not build: {why}")

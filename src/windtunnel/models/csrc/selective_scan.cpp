@@ -2,11 +2,14 @@
 //   dt = softplus(dt_raw) (optional), h_t = exp(dt_t A) h_{t-1} + dt_t B_t u_t,
 //   y_t = C_t . h_t + D u_t, out_t = y_t * silu(z_t) (optional gate).
 //
-// Built on first use by windtunnel.models.scan_ext (torch.utils.cpp_extension). The state h of one
-// batch row and a block of channels lives in a small buffer; the (T, B, D_inner, N) tensors of the
-// pure-PyTorch scan are never made. The forward saves nothing beyond its inputs; the backward
-// recomputes the states of one (batch row, channel block) into a T x N buffer that stays in cache
-// and runs the adjoint recurrence over it in reverse, producing every gradient in one pass.
+// Built on first use by windtunnel.models.scan_ext (torch.utils.cpp_extension), with OpenMP so that
+// ATen's parallel_for uses torch's threads. The states of one batch row and a chunk of channel
+// blocks live in a small buffer, stepped through time together so that each step's loads are
+// contiguous runs of channels; the (T, B, D_inner, N) tensors of the pure-PyTorch scan are never
+// made. The forward saves nothing beyond its inputs; the backward recomputes the states of one
+// chunk into a T x chunk x N buffer that stays in L2 and runs the adjoint recurrence over it in
+// reverse, producing every gradient in one pass. The decays exp(dt A) use ATen's polynomial
+// exp_u20 (a few ulp; the scan's cost is mostly these exponentials).
 // Channels are the vector lanes (contiguous in u, dt, z, out); B_t, C_t are broadcast scalars.
 // Work is split over (batch row, channel group); each item writes its own slots of the partial
 // sums, so results do not depend on the number of threads.
@@ -20,6 +23,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <vector>
 
@@ -53,6 +57,10 @@ inline void softplus(const Vectorized<scalar_t>& x, Vectorized<scalar_t>& sp, Ve
   sp = Vec::blendv(e.log1p(), x, big);
   sig = Vec::blendv(e / (e + one), one, big);
 }
+
+// Channel blocks stepped together through time: the loads at one time step are contiguous runs of
+// kChunk * W channels, and the backward's saved states of one chunk (2 T kChunk N vectors) stay in L2.
+constexpr int64_t kChunk = 16;
 
 // Channel groups per batch row: enough work items to keep a few threads busy at small batch,
 // a function of the shapes only (never of the thread count), so that sums are reproducible.
@@ -104,29 +112,36 @@ at::Tensor scan_fwd(const at::Tensor& u, const at::Tensor& dt, const at::Tensor&
                    *pz = z ? z->data_ptr<scalar_t>() : nullptr;
     scalar_t* py = y.data_ptr<scalar_t>();
     at::parallel_for(0, Bt * G, 1, [&](int64_t begin, int64_t end) {
-      std::vector<Vec> h(N), a(N);
+      std::vector<Vec> h(kChunk * N), a(kChunk * N), bv(N), cv(N);
       for (int64_t item = begin; item < end; ++item) {
-        const int64_t b = item / G, g = item % G;
-        for (int64_t blk = g * n_blocks / G; blk < (g + 1) * n_blocks / G; ++blk) {
-          const int64_t d0 = blk * W, cnt = std::min(W, Di - d0);
-          for (int64_t n = 0; n < N; ++n) { a[n] = load(pA + n * Di + d0, cnt); h[n] = Vec(0); }
-          const Vec Dv = load(pD + d0, cnt);
+        const int64_t b = item / G, g = item % G, blk_end = (g + 1) * n_blocks / G;
+        for (int64_t c0 = g * n_blocks / G; c0 < blk_end; c0 += kChunk) {
+          const int64_t nb = std::min(kChunk, blk_end - c0);
+          for (int64_t j = 0; j < nb; ++j) {
+            const int64_t d0 = (c0 + j) * W, cnt = std::min(W, Di - d0);
+            for (int64_t n = 0; n < N; ++n) { a[j * N + n] = load(pA + n * Di + d0, cnt); h[j * N + n] = Vec(0); }
+          }
           for (int64_t t = 0; t < T; ++t) {
-            const int64_t off = (b * T + t) * Di + d0;
-            Vec dtv = load(pdt + off, cnt), sig;
-            if (dt_softplus) softplus(Vec(dtv), dtv, sig);
-            const Vec uv = load(pu + off, cnt), x = dtv * uv;
             const scalar_t *Bt_ = pB + rB.at(b, t), *Ct_ = pC + rC.at(b, t);
-            Vec acc = Dv * uv;
-            for (int64_t n = 0; n < N; ++n) {
-              h[n] = at::vec::fmadd((dtv * a[n]).exp(), h[n], x * Vec(Bt_[n]));
-              acc = at::vec::fmadd(h[n], Vec(Ct_[n]), acc);
+            for (int64_t n = 0; n < N; ++n) { bv[n] = Vec(Bt_[n]); cv[n] = Vec(Ct_[n]); }
+            for (int64_t j = 0; j < nb; ++j) {
+              const int64_t d0 = (c0 + j) * W, cnt = std::min(W, Di - d0), off = (b * T + t) * Di + d0;
+              Vec dtv = load(pdt + off, cnt), sig;
+              if (dt_softplus) softplus(Vec(dtv), dtv, sig);
+              const Vec uv = load(pu + off, cnt), x = dtv * uv;
+              Vec* hj = h.data() + j * N;
+              const Vec* aj = a.data() + j * N;
+              Vec acc = load(pD + d0, cnt) * uv;
+              for (int64_t n = 0; n < N; ++n) {
+                hj[n] = at::vec::fmadd((dtv * aj[n]).exp_u20(), hj[n], x * bv[n]);
+                acc = at::vec::fmadd(hj[n], cv[n], acc);
+              }
+              if (pz) {
+                const Vec zv = load(pz + rZ.at(b, t) + d0, cnt);
+                acc = acc * zv * sigmoid(zv);
+              }
+              store(acc, py + off, cnt);
             }
-            if (pz) {
-              const Vec zv = load(pz + rZ.at(b, t) + d0, cnt);
-              acc = acc * zv * sigmoid(zv);
-            }
-            store(acc, py + off, cnt);
           }
         }
       }
@@ -163,77 +178,98 @@ std::vector<at::Tensor> scan_bwd(const at::Tensor& u, const at::Tensor& dt, cons
              *pgD = gD_part.data_ptr<scalar_t>(), *pgB = gB_part.data_ptr<scalar_t>(),
              *pgC = gC_part.data_ptr<scalar_t>(), *pgz = z ? gz.data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, Bt * G, 1, [&](int64_t begin, int64_t end) {
-      // per thread: states and decays of one channel block over time, dt (after softplus), its
-      // derivative and the pre-gate output per step, the adjoint, and the lane-wise (unreduced)
-      // sums for grad B and grad C of one work item
-      std::vector<Vec> hs(T * N), das(T * N), accB(T * N), accC(T * N), dts(T), sigs(T), ys(T), a(N), g(N), gA(N);
+      // per thread, for one chunk of channel blocks over all time steps: states and decays, dt
+      // (after softplus), its derivative and the pre-gate output; the adjoint and grad A, D per
+      // block; and the lane-wise (unreduced) sums for grad B and grad C of one work item
+      const int64_t K = kChunk * N;
+      std::vector<Vec> hs(T * K), das(T * K), dts(T * kChunk), sigs(T * kChunk), ys(T * kChunk), a(K), g(K), gA(K),
+          gD(kChunk), accB(T * N), accC(T * N), bv(N), cv(N);
       alignas(64) scalar_t lanes[W];
       for (int64_t item = begin; item < end; ++item) {
-        const int64_t b = item / G, grp = item % G;
+        const int64_t b = item / G, grp = item % G, blk_end = (grp + 1) * n_blocks / G;
         std::fill(accB.begin(), accB.end(), Vec(0));
         std::fill(accC.begin(), accC.end(), Vec(0));
-        for (int64_t blk = grp * n_blocks / G; blk < (grp + 1) * n_blocks / G; ++blk) {
-          const int64_t d0 = blk * W, cnt = std::min(W, Di - d0);
-          for (int64_t n = 0; n < N; ++n) { a[n] = load(pA + n * Di + d0, cnt); g[n] = Vec(0); gA[n] = Vec(0); }
-          const Vec Dv = load(pD + d0, cnt);
+        for (int64_t c0 = grp * n_blocks / G; c0 < blk_end; c0 += kChunk) {
+          const int64_t nb = std::min(kChunk, blk_end - c0);
+          for (int64_t j = 0; j < nb; ++j) {
+            const int64_t d0 = (c0 + j) * W, cnt = std::min(W, Di - d0);
+            for (int64_t n = 0; n < N; ++n) {
+              a[j * N + n] = load(pA + n * Di + d0, cnt);
+              g[j * N + n] = Vec(0);
+              gA[j * N + n] = Vec(0);
+            }
+            gD[j] = Vec(0);
+          }
           // recompute the states (and the pre-gate output when gated)
           for (int64_t t = 0; t < T; ++t) {
-            const int64_t off = (b * T + t) * Di + d0;
-            Vec dtv = load(pdt + off, cnt), sig;
-            if (dt_softplus) softplus(Vec(dtv), dtv, sig);
-            dts[t] = dtv;
-            sigs[t] = sig;
-            const Vec uv = load(pu + off, cnt), x = dtv * uv;
             const scalar_t *Bt_ = pB + rB.at(b, t), *Ct_ = pC + rC.at(b, t);
-            Vec* hp = hs.data() + t * N;
-            Vec* dp = das.data() + t * N;
-            Vec acc = Dv * uv;
-            for (int64_t n = 0; n < N; ++n) {
-              const Vec dA = (dtv * a[n]).exp();
-              const Vec prev = t > 0 ? hp[n - N] : Vec(0);
-              dp[n] = dA;
-              hp[n] = at::vec::fmadd(dA, prev, x * Vec(Bt_[n]));
-              if (pz) acc = at::vec::fmadd(hp[n], Vec(Ct_[n]), acc);
+            for (int64_t n = 0; n < N; ++n) { bv[n] = Vec(Bt_[n]); cv[n] = Vec(Ct_[n]); }
+            for (int64_t j = 0; j < nb; ++j) {
+              const int64_t d0 = (c0 + j) * W, cnt = std::min(W, Di - d0), off = (b * T + t) * Di + d0;
+              Vec dtv = load(pdt + off, cnt), sig;
+              if (dt_softplus) softplus(Vec(dtv), dtv, sig);
+              dts[t * kChunk + j] = dtv;
+              sigs[t * kChunk + j] = sig;
+              const Vec uv = load(pu + off, cnt), x = dtv * uv;
+              const Vec* aj = a.data() + j * N;
+              Vec* hp = hs.data() + t * K + j * N;
+              Vec* dp = das.data() + t * K + j * N;
+              Vec acc = pz ? load(pD + d0, cnt) * uv : Vec(0);
+              for (int64_t n = 0; n < N; ++n) {
+                const Vec dA = (dtv * aj[n]).exp_u20();
+                const Vec prev = t > 0 ? hp[n - K] : Vec(0);
+                dp[n] = dA;
+                hp[n] = at::vec::fmadd(dA, prev, x * bv[n]);
+                if (pz) acc = at::vec::fmadd(hp[n], cv[n], acc);
+              }
+              if (pz) ys[t * kChunk + j] = acc;
             }
-            ys[t] = acc;
           }
           // the adjoint g_t = dL/dh_t = C_t gy_t + exp(dt_{t+1} A) g_{t+1}, in reverse
-          Vec gDv(0);
           for (int64_t t = T - 1; t >= 0; --t) {
-            const int64_t off = (b * T + t) * Di + d0;
-            const Vec dtv = dts[t], uv = load(pu + off, cnt);
-            Vec gy = load(pgy + off, cnt);
-            if (pz) {  // out = y silu(z)
-              const Vec zv = load(pz + rZ.at(b, t) + d0, cnt), sz = sigmoid(zv), one(1);
-              store(gy * ys[t] * sz * at::vec::fmadd(zv, one - sz, one), pgz + off, cnt);
-              gy = gy * zv * sz;
-            }
-            const Vec x = dtv * uv;
             const scalar_t *Bt_ = pB + rB.at(b, t), *Ct_ = pC + rC.at(b, t);
-            const Vec* hp = hs.data() + t * N;
-            const Vec* dp = das.data() + t * N;
+            for (int64_t n = 0; n < N; ++n) { bv[n] = Vec(Bt_[n]); cv[n] = Vec(Ct_[n]); }
             Vec* aB = accB.data() + t * N;
             Vec* aC = accC.data() + t * N;
-            Vec gx(0), gdtv(0);
-            for (int64_t n = 0; n < N; ++n) {
-              aC[n] = at::vec::fmadd(gy, hp[n], aC[n]);
-              const Vec gn = at::vec::fmadd(gy, Vec(Ct_[n]), g[n]);
-              aB[n] = at::vec::fmadd(gn, x, aB[n]);
-              gx = at::vec::fmadd(gn, Vec(Bt_[n]), gx);
-              if (t > 0) {  // d/d(dt A) of exp(dt A) h_{t-1}
-                const Vec s = gn * hp[n - N] * dp[n];
-                gdtv = at::vec::fmadd(s, a[n], gdtv);
-                gA[n] = at::vec::fmadd(s, dtv, gA[n]);
+            for (int64_t j = 0; j < nb; ++j) {
+              const int64_t d0 = (c0 + j) * W, cnt = std::min(W, Di - d0), off = (b * T + t) * Di + d0;
+              const Vec dtv = dts[t * kChunk + j], uv = load(pu + off, cnt);
+              Vec gy = load(pgy + off, cnt);
+              if (pz) {  // out = y silu(z)
+                const Vec zv = load(pz + rZ.at(b, t) + d0, cnt), sz = sigmoid(zv), one(1);
+                store(gy * ys[t * kChunk + j] * sz * at::vec::fmadd(zv, one - sz, one), pgz + off, cnt);
+                gy = gy * zv * sz;
               }
-              g[n] = gn * dp[n];
+              const Vec x = dtv * uv;
+              const Vec* hp = hs.data() + t * K + j * N;
+              const Vec* dp = das.data() + t * K + j * N;
+              const Vec* aj = a.data() + j * N;
+              Vec* gj = g.data() + j * N;
+              Vec* gAj = gA.data() + j * N;
+              Vec gx(0), gdtv(0);
+              for (int64_t n = 0; n < N; ++n) {
+                aC[n] = at::vec::fmadd(gy, hp[n], aC[n]);
+                const Vec gn = at::vec::fmadd(gy, cv[n], gj[n]);
+                aB[n] = at::vec::fmadd(gn, x, aB[n]);
+                gx = at::vec::fmadd(gn, bv[n], gx);
+                if (t > 0) {  // d/d(dt A) of exp(dt A) h_{t-1}
+                  const Vec s = gn * hp[n - K] * dp[n];
+                  gdtv = at::vec::fmadd(s, aj[n], gdtv);
+                  gAj[n] = at::vec::fmadd(s, dtv, gAj[n]);
+                }
+                gj[n] = gn * dp[n];
+              }
+              store(at::vec::fmadd(gx, dtv, gy * load(pD + d0, cnt)), pgu + off, cnt);
+              gdtv = at::vec::fmadd(gx, uv, gdtv);
+              store(dt_softplus ? gdtv * sigs[t * kChunk + j] : gdtv, pgdt + off, cnt);
+              gD[j] = at::vec::fmadd(gy, uv, gD[j]);
             }
-            store(at::vec::fmadd(gx, dtv, gy * Dv), pgu + off, cnt);
-            gdtv = at::vec::fmadd(gx, uv, gdtv);
-            store(dt_softplus ? gdtv * sigs[t] : gdtv, pgdt + off, cnt);
-            gDv = at::vec::fmadd(gy, uv, gDv);
           }
-          for (int64_t n = 0; n < N; ++n) store(gA[n], pgA + (b * N + n) * Di + d0, cnt);
-          store(gDv, pgD + b * Di + d0, cnt);
+          for (int64_t j = 0; j < nb; ++j) {
+            const int64_t d0 = (c0 + j) * W, cnt = std::min(W, Di - d0);
+            for (int64_t n = 0; n < N; ++n) store(gA[j * N + n], pgA + (b * N + n) * Di + d0, cnt);
+            store(gD[j], pgD + b * Di + d0, cnt);
+          }
         }
         // lane sums (padding lanes hold zeros)
         scalar_t* oB = pgB + (b * G + grp) * T * N;
@@ -280,21 +316,28 @@ at::Tensor conv_silu_fwd(const at::Tensor& x, const at::Tensor& w, const at::Ten
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv_silu_fwd", [&] {
     using Vec = Vectorized<scalar_t>;
     constexpr int64_t W = Vec::size();
-    const int64_t n_blocks = (Di + W - 1) / W;
+    const int64_t n_blocks = (Di + W - 1) / W, n_chunks = (n_blocks + kChunk - 1) / kChunk;
     const scalar_t *px = x.data_ptr<scalar_t>(), *pw = w.data_ptr<scalar_t>(), *pb = bias.data_ptr<scalar_t>();
     scalar_t* po = out.data_ptr<scalar_t>();
-    at::parallel_for(0, Bt * n_blocks, 1, [&](int64_t begin, int64_t end) {
-      std::vector<Vec> wv(K);
+    at::parallel_for(0, Bt * n_chunks, 1, [&](int64_t begin, int64_t end) {
+      std::vector<Vec> wv(kChunk * K), bv(kChunk);
       for (int64_t item = begin; item < end; ++item) {
-        const int64_t b = item / n_blocks, d0 = (item % n_blocks) * W, cnt = std::min(W, Di - d0);
-        for (int64_t k = 0; k < K; ++k) wv[k] = load(pw + k * Di + d0, cnt);
-        const Vec bv = load(pb + d0, cnt);
-        const scalar_t* xb = px + b * sb + d0;
+        const int64_t b = item / n_chunks, c0 = (item % n_chunks) * kChunk, nb = std::min(kChunk, n_blocks - c0);
+        for (int64_t j = 0; j < nb; ++j) {
+          const int64_t d0 = (c0 + j) * W, cnt = std::min(W, Di - d0);
+          for (int64_t k = 0; k < K; ++k) wv[j * K + k] = load(pw + k * Di + d0, cnt);
+          bv[j] = load(pb + d0, cnt);
+        }
+        const scalar_t* xb = px + b * sb;
         for (int64_t t = 0; t < T; ++t) {
-          Vec acc = bv;
-          for (int64_t k = std::max<int64_t>(0, K - 1 - t); k < K; ++k)
-            acc = at::vec::fmadd(wv[k], load(xb + (t + k - (K - 1)) * st, cnt), acc);
-          store(acc * sigmoid(acc), po + (b * T + t) * Di + d0, cnt);
+          const int64_t k0 = std::max<int64_t>(0, K - 1 - t);
+          for (int64_t j = 0; j < nb; ++j) {
+            const int64_t d0 = (c0 + j) * W, cnt = std::min(W, Di - d0);
+            Vec acc = bv[j];
+            for (int64_t k = k0; k < K; ++k)
+              acc = at::vec::fmadd(wv[j * K + k], load(xb + (t + k - (K - 1)) * st + d0, cnt), acc);
+            store(acc * sigmoid(acc), po + (b * T + t) * Di + d0, cnt);
+          }
         }
       }
     });
@@ -316,34 +359,49 @@ std::vector<at::Tensor> conv_silu_bwd(const at::Tensor& x, const at::Tensor& w, 
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv_silu_bwd", [&] {
     using Vec = Vectorized<scalar_t>;
     constexpr int64_t W = Vec::size();
-    const int64_t n_blocks = (Di + W - 1) / W;
+    const int64_t n_blocks = (Di + W - 1) / W, n_chunks = (n_blocks + kChunk - 1) / kChunk;
     const scalar_t *px = x.data_ptr<scalar_t>(), *pw = w.data_ptr<scalar_t>(), *pb = bias.data_ptr<scalar_t>(),
                    *pgo = grad_out.data_ptr<scalar_t>();
     scalar_t *pgx = gx.data_ptr<scalar_t>(), *pgwb = gwb.data_ptr<scalar_t>();
-    at::parallel_for(0, Bt * n_blocks, 1, [&](int64_t begin, int64_t end) {
-      std::vector<Vec> wv(K), gw(K + 1), gp(K);  // gp: ring of grad pre-activation at t .. t+K-1
+    at::parallel_for(0, Bt * n_chunks, 1, [&](int64_t begin, int64_t end) {
+      // per block of the chunk: its weights, grad w and grad bias, and a ring of the grad of the
+      // pre-activation at t .. t+K-1
+      std::vector<Vec> wv(kChunk * K), gw(kChunk * (K + 1)), gp(kChunk * K), bv(kChunk);
       for (int64_t item = begin; item < end; ++item) {
-        const int64_t b = item / n_blocks, d0 = (item % n_blocks) * W, cnt = std::min(W, Di - d0);
-        for (int64_t k = 0; k < K; ++k) { wv[k] = load(pw + k * Di + d0, cnt); gp[k] = Vec(0); }
-        for (int64_t k = 0; k <= K; ++k) gw[k] = Vec(0);
-        const Vec bv = load(pb + d0, cnt), one(1);
-        const scalar_t* xb = px + b * sb + d0;
-        for (int64_t t = T - 1; t >= 0; --t) {
-          Vec acc = bv;
-          const int64_t k0 = std::max<int64_t>(0, K - 1 - t);
-          for (int64_t k = k0; k < K; ++k) acc = at::vec::fmadd(wv[k], load(xb + (t + k - (K - 1)) * st, cnt), acc);
-          const Vec sg = sigmoid(acc);
-          const Vec g = load(pgo + (b * T + t) * Di + d0, cnt) * sg * at::vec::fmadd(acc, one - sg, one);
-          // gp[j] holds grad pre at time t + j; shift in the new one
-          for (int64_t j = K - 1; j > 0; --j) gp[j] = gp[j - 1];
-          gp[0] = g;
-          Vec gxv(0);  // x_t feeds out_{t+j} through w[K-1-j]
-          for (int64_t j = 0; j < K; ++j) gxv = at::vec::fmadd(wv[K - 1 - j], gp[j], gxv);
-          store(gxv, pgx + (b * T + t) * Di + d0, cnt);
-          for (int64_t k = k0; k < K; ++k) gw[k] = at::vec::fmadd(g, load(xb + (t + k - (K - 1)) * st, cnt), gw[k]);
-          gw[K] = gw[K] + g;
+        const int64_t b = item / n_chunks, c0 = (item % n_chunks) * kChunk, nb = std::min(kChunk, n_blocks - c0);
+        for (int64_t j = 0; j < nb; ++j) {
+          const int64_t d0 = (c0 + j) * W, cnt = std::min(W, Di - d0);
+          for (int64_t k = 0; k < K; ++k) { wv[j * K + k] = load(pw + k * Di + d0, cnt); gp[j * K + k] = Vec(0); }
+          for (int64_t k = 0; k <= K; ++k) gw[j * (K + 1) + k] = Vec(0);
+          bv[j] = load(pb + d0, cnt);
         }
-        for (int64_t k = 0; k <= K; ++k) store(gw[k], pgwb + (b * (K + 1) + k) * Di + d0, cnt);
+        const scalar_t* xb = px + b * sb;
+        const Vec one(1);
+        for (int64_t t = T - 1; t >= 0; --t) {
+          const int64_t k0 = std::max<int64_t>(0, K - 1 - t);
+          for (int64_t j = 0; j < nb; ++j) {
+            const int64_t d0 = (c0 + j) * W, cnt = std::min(W, Di - d0);
+            const Vec* wj = wv.data() + j * K;
+            Vec* gpj = gp.data() + j * K;
+            Vec* gwj = gw.data() + j * (K + 1);
+            Vec acc = bv[j];
+            for (int64_t k = k0; k < K; ++k) acc = at::vec::fmadd(wj[k], load(xb + (t + k - (K - 1)) * st + d0, cnt), acc);
+            const Vec sg = sigmoid(acc);
+            const Vec g = load(pgo + (b * T + t) * Di + d0, cnt) * sg * at::vec::fmadd(acc, one - sg, one);
+            // gpj[i] holds grad pre at time t + i; shift in the new one
+            for (int64_t i = K - 1; i > 0; --i) gpj[i] = gpj[i - 1];
+            gpj[0] = g;
+            Vec gxv(0);  // x_t feeds out_{t+i} through w[K-1-i]
+            for (int64_t i = 0; i < K; ++i) gxv = at::vec::fmadd(wj[K - 1 - i], gpj[i], gxv);
+            store(gxv, pgx + (b * T + t) * Di + d0, cnt);
+            for (int64_t k = k0; k < K; ++k) gwj[k] = at::vec::fmadd(g, load(xb + (t + k - (K - 1)) * st + d0, cnt), gwj[k]);
+            gwj[K] = gwj[K] + g;
+          }
+        }
+        for (int64_t j = 0; j < nb; ++j) {
+          const int64_t d0 = (c0 + j) * W, cnt = std::min(W, Di - d0);
+          for (int64_t k = 0; k <= K; ++k) store(gw[j * (K + 1) + k], pgwb + (b * (K + 1) + k) * Di + d0, cnt);
+        }
       }
     });
   });
@@ -441,6 +499,14 @@ std::vector<at::Tensor> rms_norm_bwd(const at::Tensor& x, const at::Tensor& w, c
   return {gx, gw_part.sum(0)};
 }
 
+// The number of threads ATen's parallel_for uses in this library: torch's thread count when it was
+// built with OpenMP, 1 without (parallel_for then runs serially).
+int64_t threads_used() {
+  std::atomic<int64_t> n{0};
+  at::parallel_for(0, 1024, 1, [&](int64_t, int64_t) { n.fetch_add(1); });
+  return n.load();
+}
+
 }  // namespace
 
 TORCH_LIBRARY(windtunnel_scan, m) {
@@ -450,6 +516,7 @@ TORCH_LIBRARY(windtunnel_scan, m) {
   m.def("conv_silu_bwd(Tensor x, Tensor w, Tensor bias, Tensor grad_out) -> Tensor[]");
   m.def("rms_norm_fwd(Tensor x, Tensor w, float eps) -> Tensor[]");
   m.def("rms_norm_bwd(Tensor x, Tensor w, Tensor rstd, Tensor grad_y) -> Tensor[]");
+  m.def("threads_used() -> int", &threads_used);
 }
 
 TORCH_LIBRARY_IMPL(windtunnel_scan, CPU, m) {
