@@ -3,7 +3,7 @@
 Every file windtunnel writes reaches the disk through :func:`write_synced` (a new file, flushed
 and fsynced), :func:`atomic_write_bytes` / :func:`atomic_write_text` (a temporary file renamed
 over the target, so a reader sees the old file or the new one) or :func:`append_text` (whole
-lines appended, rolled back on failure). A full disk (``ENOSPC``, or a quota: ``EDQUOT``) becomes a
+lines appended, rolled back on failure). :func:`jsonable` turns a result into plain JSON types. A full disk (``ENOSPC``, or a quota: ``EDQUOT``) becomes a
 :class:`DiskFullError` naming the path; the partial file is removed first, so earlier results
 stay as they were and the same command continues once space is freed.
 """
@@ -11,10 +11,14 @@ stay as they were and the same command continues once space is freed.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
@@ -92,3 +96,25 @@ def append_text(path: Path | str, text: str) -> None:
         except BaseException:
             os.ftruncate(f.fileno(), size)
             raise
+
+
+def jsonable(x: Any) -> Any:
+    """Plain JSON types: numpy and torch scalars and arrays to numbers and lists, tuples to lists,
+    paths to text, NaN and infinity to None (JSON has no NaN); anything else is a TypeError."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    if x is None or isinstance(x, str):
+        return x
+    if isinstance(x, Path):
+        return str(x)
+    if hasattr(x, "tolist"):  # numpy arrays, torch tensors
+        return jsonable(x.tolist())
+    raise TypeError(f"cannot write a {type(x).__name__} as JSON")

@@ -10,7 +10,7 @@ import pytest
 from windtunnel.config import ConfigError
 from windtunnel.llm import LLM_ANALYSES, build_options
 from windtunnel.llm.prompts import load_pool, stratified_select
-from windtunnel.llm.run import resolve_analyses, to_json
+from windtunnel.llm.run import resolve_analyses
 from windtunnel.llm.stats import pca_null, pca_ratios, pca_report
 
 
@@ -127,8 +127,3 @@ def test_pca_report_and_nulls():
     # the matched Gaussian null is ~1/(n-1) per component for d >> n, far above 1/d
     null = pca_null(75, 1024, True, 20, 0)
     assert 1 / 74 < null["gaussian"]["pc1_mean"] < 0.04
-
-
-def test_to_json_drops_nan():
-    assert to_json({"a": np.float64("nan"), "b": np.arange(2), "c": (np.bool_(True),)}) == \
-        {"a": None, "b": [0, 1], "c": [True]}

@@ -13,23 +13,21 @@ directory.
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
 from windtunnel.analysis import AnalysisRegistry
 from windtunnel.config import ConfigError
+from windtunnel.files import atomic_write_text, jsonable
 from windtunnel.geometry import ablation, attention, dynamics, keyframe, logit_lens, manifold, recurrent
 from windtunnel.geometry.context import Context
 from windtunnel.geometry.markdown import render
 from windtunnel.geometry.plots import plot_all
-from windtunnel.files import atomic_write_text
 
 
 #: every analysis, in the order they run and are written (a new analysis: one module with an
@@ -44,30 +42,6 @@ DEFAULT_N_SEQUENCES = 256
 def parse_analyses(analyses: list[str] | str | None) -> list[str] | None:
     """Validate a list (or comma-separated string) of analysis names; None means all."""
     return None if analyses is None else REGISTRY.parse(analyses)
-
-
-def jsonable(x: Any) -> Any:
-    """Plain JSON types: numpy/torch scalars and arrays to numbers and lists, NaN/inf to None."""
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, torch.Tensor):
-        return jsonable(x.tolist())
-    if isinstance(x, np.ndarray):
-        return jsonable(x.tolist())
-    if isinstance(x, (np.bool_, bool)):
-        return bool(x)
-    if isinstance(x, (np.integer, int)):
-        return int(x)
-    if isinstance(x, (np.floating, float)):
-        x = float(x)
-        return x if math.isfinite(x) else None
-    if x is None or isinstance(x, str):
-        return x
-    if isinstance(x, Path):
-        return str(x)
-    raise TypeError(f"cannot write {type(x).__name__} to diagnostics.json")
 
 
 def run_diagnostics(run_dir: Path | str, analyses: list[str] | None = None,

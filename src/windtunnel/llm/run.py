@@ -13,18 +13,15 @@ calls it with the options as keyword pairs (validated by :class:`LLMOptions`).
 from __future__ import annotations
 
 import json
-import math
 import platform
 import time
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from windtunnel import __version__
+from windtunnel.files import jsonable
 from windtunnel.llm.config import LLMOptions, build_options
 
-__all__ = ["run_llm", "LLM_ANALYSES", "LLMOptions", "resolve_analyses", "to_json"]
+__all__ = ["run_llm", "LLM_ANALYSES", "LLMOptions", "resolve_analyses"]
 
 
 def __getattr__(name: str):
@@ -45,24 +42,6 @@ def resolve_analyses(analyses: list[str] | str | None) -> list[str]:
         return REGISTRY.names()
     wanted = set(REGISTRY.parse(analyses))
     return [a for a in REGISTRY.names() if a in wanted]
-
-
-def to_json(x: Any) -> Any:
-    """Numpy scalars/arrays to Python, NaN/inf to None (JSON has no NaN)."""
-    if isinstance(x, dict):
-        return {str(k): to_json(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [to_json(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return to_json(x.tolist())
-    if isinstance(x, (np.bool_, bool)):
-        return bool(x)
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        x = float(x)
-        return x if math.isfinite(x) else None
-    return x
 
 
 def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dict:
@@ -107,7 +86,7 @@ def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dic
         "timing": timing, "platform": {"python": platform.python_version(), "machine": platform.machine()},
     }
     lm.close()
-    doc = to_json(doc)
+    doc = jsonable(doc)
     atomic_write_text(out / "llm.json", json.dumps(doc, indent=1, allow_nan=False))
     plots = []
     if opts.plots:

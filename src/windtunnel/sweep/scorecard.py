@@ -12,12 +12,11 @@ builds its config and reads its primitives into ``scorecard.json``.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError
-from windtunnel.files import atomic_write_text
+from windtunnel.files import atomic_write_text, jsonable
 from windtunnel.sweep.config import SweepConfig
 from windtunnel.train.config import profile_tasks
 
@@ -75,14 +74,8 @@ def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str) -> di
             "primitives": rows}
 
 
-def _finite(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    return None if isinstance(x, float) and not math.isfinite(x) else x
-
-
 def write_scorecard(out: Path, summary: dict[str, Any], sweep: SweepConfig, model: str) -> dict[str, Any]:
     """Write ``scorecard.json`` into the sweep folder ``out`` (a score that is not a number is null)."""
-    doc = _finite(scorecard_doc(summary, sweep, model))
+    doc = jsonable(scorecard_doc(summary, sweep, model))
     atomic_write_text(Path(out) / SCORECARD_FILE, json.dumps(doc, indent=1, allow_nan=False))
     return doc
