@@ -49,6 +49,15 @@ inline Vectorized<scalar_t> sigmoid(const Vectorized<scalar_t>& v) {
   return one / (one + v.neg().exp());
 }
 
+template <typename scalar_t>
+inline scalar_t hsum(const Vectorized<scalar_t>& v) {
+  alignas(64) scalar_t lanes[Vectorized<scalar_t>::size()];
+  v.store(lanes);
+  scalar_t s = 0;
+  for (int64_t i = 0; i < Vectorized<scalar_t>::size(); ++i) s += lanes[i];
+  return s;
+}
+
 // softplus as torch computes it (beta 1, threshold 20), and its derivative sigmoid(x)
 template <typename scalar_t>
 inline void softplus(const Vectorized<scalar_t>& x, Vectorized<scalar_t>& sp, Vectorized<scalar_t>& sig) {
@@ -184,7 +193,6 @@ std::vector<at::Tensor> scan_bwd(const at::Tensor& u, const at::Tensor& dt, cons
       const int64_t K = kChunk * N;
       std::vector<Vec> hs(T * K), das(T * K), dts(T * kChunk), sigs(T * kChunk), ys(T * kChunk), a(K), g(K), gA(K),
           gD(kChunk), accB(T * N), accC(T * N), bv(N), cv(N);
-      alignas(64) scalar_t lanes[W];
       for (int64_t item = begin; item < end; ++item) {
         const int64_t b = item / G, grp = item % G, blk_end = (grp + 1) * n_blocks / G;
         std::fill(accB.begin(), accB.end(), Vec(0));
@@ -275,14 +283,8 @@ std::vector<at::Tensor> scan_bwd(const at::Tensor& u, const at::Tensor& dt, cons
         scalar_t* oB = pgB + (b * G + grp) * T * N;
         scalar_t* oC = pgC + (b * G + grp) * T * N;
         for (int64_t i = 0; i < T * N; ++i) {
-          accB[i].store(lanes);
-          scalar_t s = 0;
-          for (int64_t w = 0; w < W; ++w) s += lanes[w];
-          oB[i] = s;
-          accC[i].store(lanes);
-          s = 0;
-          for (int64_t w = 0; w < W; ++w) s += lanes[w];
-          oC[i] = s;
+          oB[i] = hsum(accB[i]);
+          oC[i] = hsum(accC[i]);
         }
       }
     });
@@ -416,15 +418,6 @@ std::vector<at::Tensor> conv_silu_bwd(const at::Tensor& x, const at::Tensor& w, 
 // fixed blocks (not per thread) so that grad w sums in the same order on any thread count.
 // ---------------------------------------------------------------------------------------------
 constexpr int64_t kRowBlock = 64;
-
-template <typename scalar_t>
-inline scalar_t hsum(const Vectorized<scalar_t>& v) {
-  alignas(64) scalar_t lanes[Vectorized<scalar_t>::size()];
-  v.store(lanes);
-  scalar_t s = 0;
-  for (int64_t i = 0; i < Vectorized<scalar_t>::size(); ++i) s += lanes[i];
-  return s;
-}
 
 std::vector<at::Tensor> rms_norm_fwd(const at::Tensor& x, const at::Tensor& w, double eps) {
   TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && w.dim() == 1 && w.size(0) == x.size(1) && w.is_contiguous() &&
