@@ -15,6 +15,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Bayesian win
 
 EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 SET_HELP = "override a config field: section.field=value (value read as JSON when it parses, else as text)."
+JOBS_HELP = ("local backend: runs at once, each in its own process (N, or auto: the cores divided by the runs' "
+             "train.threads); default: the sweep's jobs (1 unless it says)")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -275,8 +277,9 @@ def run(
 def sweep(
     config: Optional[str] = typer.Argument(None, help="a shipped sweep (paper1, paper1-quick) or a sweep JSON file"),
     out: Optional[Path] = typer.Option(None, "--out", help="sweep folder (default runs/sweep-<name>-<hash>)"),
-    backend: str = typer.Option("local", "--backend", help="local (in-process, one run after another) or ray"),
+    backend: str = typer.Option("local", "--backend", help="local (this machine) or ray"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join (e.g. auto or ray://host:10001); default: start a local Ray"),
+    jobs: Optional[str] = typer.Option(None, "--jobs", help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP + " For every run, e.g. --set train.steps=500"),
     grid: list[str] = typer.Option([], "--grid", help="grid axis, e.g. --grid train.seed=0,1,2 (replaces the sweep's axis)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the run list (and which are finished) without training"),
@@ -313,7 +316,7 @@ def sweep(
             typer.echo(f"{len(runs)} runs; folder {folder}")
             return
         outcome = run_sweep(cfg, folder, backend=backend, address=address, overrides=pairs, grid=axes,
-                            progress=not quiet, log=typer.echo)
+                            progress=not quiet, log=typer.echo, jobs=jobs)
         typer.echo("")
         typer.echo((outcome.out / "summary.md").read_text())
         typer.echo(f"trained {len(outcome.trained)}, skipped {len(outcome.skipped)} finished, in {outcome.seconds:.0f} s")
@@ -331,6 +334,7 @@ def scorecard(
     out: Optional[Path] = typer.Option(None, "--out", help="folder (default runs/sweep-scorecard-<model>-<hash>)"),
     backend: str = typer.Option("local", "--backend", help="local or ray (the model's module must be importable on the workers)"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join"),
+    jobs: Optional[str] = typer.Option(None, "--jobs", help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help="override for every run, e.g. --set train.steps=500"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
 ) -> None:
@@ -350,7 +354,7 @@ def scorecard(
         chosen = [p.strip() for p in primitives.split(",") if p.strip()] if primitives is not None else None
         cfg = scorecard_sweep(model, profile, seeds, chosen)
         outcome = run_sweep(cfg, out or default_out(cfg, overrides), backend=backend, address=address,
-                            overrides=parse_overrides(overrides), progress=not quiet, log=typer.echo)
+                            overrides=parse_overrides(overrides), progress=not quiet, log=typer.echo, jobs=jobs)
         summary = json.loads((outcome.out / "summary.json").read_text())
         doc = write_scorecard(outcome.out, summary, cfg, model)
         paths = write_report(outcome.out)

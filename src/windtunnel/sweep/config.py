@@ -170,9 +170,15 @@ class SweepConfig(_WithOverrides):
     primitives: Primitives | None = None
     resources: Resources = Field(default_factory=Resources)
     diagnose: Diagnose | None = Field(None, description="diagnose these architectures' runs once they are trained")
+    jobs: int | Literal["auto"] = Field(
+        1, description="local backend: runs trained (and diagnosed) at once, each in its own process; 'auto': the "
+        "CPU cores divided by the runs' train.threads. Not part of the content hash (it does not change results)",
+    )
 
     @model_validator(mode="after")
     def _check(self):
+        if isinstance(self.jobs, int) and not 1 <= self.jobs <= 1024:
+            raise ValueError(f"jobs = {self.jobs}; allowed: an integer from 1 to 1024, or 'auto'")
         names = [e.label(t) for e in self.experiments for t in e.tasks()]
         if len(set(names)) != len(names):
             raise ValueError(f"experiment names must be unique, got {names}; give each a name")
@@ -193,7 +199,8 @@ class SweepConfig(_WithOverrides):
         return self
 
     def content_hash(self) -> str:
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        """The hash of what the sweep computes: ``jobs`` (how many run at once) is left out."""
+        blob = json.dumps(self.model_dump(mode="json", exclude={"jobs"}), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
 

@@ -10,6 +10,7 @@ runs and resumes interrupted ones from their last resumable checkpoint.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,7 +119,11 @@ def train_one(config: dict[str, Any], run_dir: str, progress: bool = False) -> d
     return res.eval
 
 
-def _run_local(runs: list[SweepRun], out: Path, progress: bool, log, stop: StopFlag) -> dict[str, str]:
+def _run_local(runs: list[SweepRun], out: Path, progress: bool, log, stop: StopFlag, jobs: int = 1) -> dict[str, str]:
+    if jobs > 1:
+        work = [Job(run.name, train_one, (run.config.model_dump(mode="json"), str(out / run.name)))
+                for run in sorted(runs, key=run_cost, reverse=True)]
+        return in_processes(work, jobs, log, stop)
     failed = {}
     for i, run in enumerate(runs, 1):
         stop.check()
@@ -130,6 +135,122 @@ def _run_local(runs: list[SweepRun], out: Path, progress: bool, log, stop: StopF
         except Exception as exc:  # noqa: BLE001  one run's failure (NaN, OOM, a bad device) must not stop the others
             failed[run.name] = f"{type(exc).__name__}: {exc}".splitlines()[0]
             log(f"  failed: {failed[run.name]}")
+    return failed
+
+
+# ---------------------------------------------------------------------------------------
+# Several runs at once on one machine (--jobs)
+# ---------------------------------------------------------------------------------------
+def cpu_cores() -> int:
+    """The CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def resolve_jobs(jobs: int | str, runs: list[SweepRun]) -> int:
+    """How many runs train at once: ``jobs``, or for ``auto`` the cores divided by the most
+    threads any run asks for (``train.threads = 0``, torch's default, counts as every core)."""
+    if jobs != "auto":
+        try:
+            n = int(jobs)
+        except (TypeError, ValueError):
+            n = 0
+        if isinstance(jobs, float) or not 1 <= n <= 1024:
+            raise ConfigError(f"jobs = {jobs!r}; allowed: an integer from 1 to 1024, or 'auto'")
+        return n
+    cores = cpu_cores()
+    threads = max((r.config.train.threads or cores for r in runs), default=1)
+    return max(1, cores // threads)
+
+
+def run_cost(run: SweepRun) -> int:
+    """Tokens a run trains on (steps x batch x sequence length): the local scheduler starts the
+    most expensive runs first, so that the last ones to finish are short."""
+    from windtunnel.tasks import make_task
+
+    tc = run.config.train
+    return tc.steps * tc.batch_size * make_task(run.config.task, run.config.task_params).spec.seq_len
+
+
+@dataclass
+class Job:
+    """One unit of work for :func:`in_processes`: ``fn(*args)`` in a fresh process."""
+
+    name: str
+    fn: Callable[..., Any]
+    args: tuple
+
+
+def _job_main(fn: Callable[..., Any], args: tuple, conn) -> None:
+    """A job's process: its own process group (a Ctrl-C in the terminal reaches only the sweep,
+    which passes one SIGTERM on), then ``fn(*args)``; sends None, or (kind, message)."""
+    os.setpgrp()
+    try:
+        fn(*args)
+        conn.send(None)
+    except Interrupted as exc:
+        conn.send(("stopped", str(exc)))
+    except DiskFullError as exc:
+        conn.send(("disk full", str(exc.path)))
+    except BaseException as exc:  # noqa: BLE001  reported to the sweep, which goes on with the others
+        conn.send((type(exc).__name__, f"{type(exc).__name__}: {exc}".splitlines()[0]))
+    finally:
+        conn.close()
+
+
+def in_processes(jobs: list[Job], n: int, log, stop: StopFlag) -> dict[str, str]:
+    """Run ``jobs`` in order, ``n`` at a time, each in its own (spawned) process; returns the
+    failures by job name. On a stop signal no job is started, the running ones get one SIGTERM
+    (each writes a resumable checkpoint), and :class:`Interrupted` is raised once they have
+    exited. A full disk stops the starting of new jobs and is raised at the end."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    ctx = multiprocessing.get_context("spawn")
+    queue, active, failed = list(jobs), {}, {}
+    disk_full: str | None = None
+    done, forwarded = 0, False
+    try:
+        while queue or active:
+            while queue and len(active) < n and stop.signum is None and disk_full is None:
+                job = queue.pop(0)
+                receive, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_job_main, args=(job.fn, job.args, send), name=job.name, daemon=False)
+                proc.start()
+                send.close()
+                active[proc.sentinel] = (job, proc, receive, time.perf_counter())
+                log(f"started {job.name} ({len(active)} running, {len(queue)} waiting)")
+            if not active:
+                break
+            if stop.signum is not None and not forwarded:
+                for _, proc, _, _ in active.values():
+                    proc.terminate()  # SIGTERM: finish the step, write a resumable checkpoint
+                forwarded = True
+            for sentinel in wait(list(active), timeout=1.0):
+                job, proc, receive, t0 = active.pop(sentinel)
+                outcome = receive.recv() if receive.poll() else ("exit", f"its process exited with code {proc.exitcode}")
+                proc.join()
+                receive.close()
+                done += 1
+                if outcome is None:
+                    log(f"[{done}/{len(jobs)}] {job.name} finished ({time.perf_counter() - t0:.0f} s)")
+                elif outcome[0] == "stopped":
+                    log(f"[{done}/{len(jobs)}] {job.name} {outcome[1]}")
+                else:
+                    if outcome[0] == "disk full":
+                        disk_full = outcome[1]
+                        outcome = (outcome[0], str(DiskFullError(disk_full)).split(";")[0])
+                    failed[job.name] = outcome[1]
+                    log(f"[{done}/{len(jobs)}] {job.name} failed: {outcome[1]}")
+    finally:
+        for _, proc, _, _ in active.values():  # stopped at once (a second signal): stop them at once too
+            proc.terminate()
+            proc.join()
+    stop.check()
+    if disk_full is not None:
+        raise DiskFullError(disk_full)
     return failed
 
 
@@ -203,11 +324,13 @@ def run_sweep(
     progress: bool = True,
     log: Callable[[str], None] = print,
     runs: list[SweepRun] | None = None,
+    jobs: int | str | None = None,
 ) -> SweepOutcome:
     """Expand ``sweep`` (unless ``runs`` is given), train what is not finished, write the tables.
 
     ``overrides`` (``{"train.steps": 500}`` or ``(key, value)`` pairs) and ``grid`` apply to every
-    run as in :func:`~windtunnel.sweep.expand.expand`."""
+    run as in :func:`~windtunnel.sweep.expand.expand`. ``jobs`` (default: the sweep's ``jobs``)
+    is how many runs the local backend trains at once, each in its own process."""
     if backend not in ("local", "ray"):
         raise ConfigError(f"backend = {backend!r}; allowed: local, ray")
     runs = runs if runs is not None else expand(sweep, overrides, grid)
@@ -219,16 +342,19 @@ def run_sweep(
         outcome = SweepOutcome(out, runs, [r.name for r in todo], [r.name for r in distinct if r not in todo])
         log(f"sweep {sweep.name}: {len(distinct)} runs in {out}; {len(outcome.skipped)} finished (skipped), "
             f"{len(todo)} to run")
+        n_jobs = resolve_jobs(sweep.jobs if jobs is None else jobs, distinct) if backend == "local" else 1
+        if n_jobs > 1:
+            log(f"local backend: {n_jobs} runs at once, each in its own process")
         t0 = time.perf_counter()
         try:
             if todo:
                 if backend == "local":
-                    outcome.failed = _run_local(todo, out.resolve(), progress, log, stop)
+                    outcome.failed = _run_local(todo, out.resolve(), progress, log, stop, n_jobs)
                 else:
                     outcome.failed = _run_ray(todo, out.resolve(), sweep, address, log, stop)
             outcome.trained = [n for n in outcome.trained if n not in outcome.failed]
             if sweep.diagnose is not None:
-                outcome.failed.update(diagnose_runs(outcome.out, sweep, distinct, log))
+                outcome.failed.update(diagnose_runs(outcome.out.resolve(), sweep, distinct, log, n_jobs, stop))
         except Interrupted as exc:
             raise _sweep_stopped(exc, out, sweep, runs) from None
         outcome.seconds = time.perf_counter() - t0
@@ -257,12 +383,23 @@ def _sweep_stopped(exc: Interrupted, out: Path, sweep: SweepConfig, runs: list[S
     )
 
 
-def diagnose_runs(out: Path, sweep: SweepConfig, runs: list[SweepRun], log) -> dict[str, str]:
-    """Run ``sweep.diagnose`` on every finished run of its architectures that has no
-    ``diagnostics.json`` newer than its ``eval.json``; returns the failures by run name."""
+def diagnose_one(run_dir: str, analyses: list[str] | None, n_sequences: int, threads: int = 0) -> None:
+    """``windtunnel diagnose`` of one run (on ``threads`` torch threads when not 0)."""
+    import torch
+
     from windtunnel.geometry.diagnose import run_diagnostics
 
-    spec, failed = sweep.diagnose, {}
+    if threads:
+        torch.set_num_threads(threads)
+    run_diagnostics(Path(run_dir), analyses, n_sequences=n_sequences, progress=False, strict=False)
+
+
+def diagnose_runs(out: Path, sweep: SweepConfig, runs: list[SweepRun], log, jobs: int = 1,
+                  stop: StopFlag | None = None) -> dict[str, str]:
+    """Run ``sweep.diagnose`` on every finished run of its architectures that has no
+    ``diagnostics.json`` newer than its ``eval.json`` (``jobs`` at once, each in its own process,
+    when more than one); returns the failures by run name."""
+    spec, todo = sweep.diagnose, []
     for run in runs:
         run_dir = out / run.name
         if run.config.model not in spec.models or not is_finished(run_dir, run.config):
@@ -270,9 +407,17 @@ def diagnose_runs(out: Path, sweep: SweepConfig, runs: list[SweepRun], log) -> d
         done = run_dir / "diagnostics.json"
         if done.is_file() and done.stat().st_mtime >= RunDir(run_dir).eval_path.stat().st_mtime:
             continue
+        todo.append(run)
+    if jobs > 1 and len(todo) > 1:
+        work = [Job(f"diagnose {run.name}", diagnose_one,
+                    (str(out / run.name), spec.analyses, spec.n_sequences, run.config.train.threads)) for run in todo]
+        return {k.removeprefix("diagnose "): f"diagnose: {v}"
+                for k, v in in_processes(work, jobs, log, stop or StopFlag()).items()}
+    failed = {}
+    for run in todo:
         log(f"diagnose {run.name}")
         try:
-            run_diagnostics(run_dir, spec.analyses, n_sequences=spec.n_sequences, progress=False, strict=False)
+            diagnose_one(str(out / run.name), spec.analyses, spec.n_sequences)
         except Exception as exc:  # noqa: BLE001  a failed diagnosis is reported like a failed run
             failed[run.name] = f"diagnose: {type(exc).__name__}: {exc}".splitlines()[0]
             log(f"  failed: {failed[run.name]}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from windtunnel.config import ConfigError
 from windtunnel.files import atomic_write_text, jsonable
-from windtunnel.sweep.config import SweepConfig
+from windtunnel.sweep.config import SweepConfig, load_sweep
 from windtunnel.train.config import profile_tasks
 
 #: primitive -> (task, metric scored at the training length), in the scorecard's order
@@ -29,6 +29,8 @@ PRIMITIVES: dict[str, tuple[str, str]] = {
     "sula": ("sula", "kl_bayes_model"),
 }
 REFERENCE = "transformer"
+#: the shipped sweep whose budget (its overrides, e.g. one thread per run, and jobs) each profile's scorecard takes
+BUDGET = {"quick": "paper1-quick", "paper": "paper1"}
 SCORECARD_FILE = "scorecard.json"
 
 
@@ -48,6 +50,7 @@ def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
     if lacking:
         raise ConfigError(f"profile '{profile}' has no config for task(s) {', '.join(lacking)}; it has: {', '.join(have)}")
     models = [REFERENCE] if model == REFERENCE else [REFERENCE, model]
+    budget = load_sweep(BUDGET[profile]) if profile in BUDGET else None
     doc = {
         "name": f"scorecard-{model.replace(':', '.')}",
         "description": (f"Primitive scorecard of {model} beside the transformer ({profile} profiles, "
@@ -58,6 +61,8 @@ def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
         "experiments": [{"task": PRIMITIVES[p][0], "models": models, "match_capacity": REFERENCE} for p in chosen],
         "primitives": {"rules": {p: {"experiment": PRIMITIVES[p][0], "metric": PRIMITIVES[p][1]} for p in chosen}},
     }
+    if budget is not None:
+        doc.update(overrides=budget.overrides, jobs=budget.jobs)
     return SweepConfig.build(doc, where="scorecard")
 
 

@@ -1,0 +1,123 @@
+"""Several runs at once on one machine (`--jobs`): each run in its own process, the same results as
+one after another, failures reported, a stop signal passed on so every run keeps a checkpoint."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from sweep_tiny import tiny_sweep_doc
+
+from windtunnel.config import ConfigError
+from windtunnel.interrupt import StopFlag
+from windtunnel.sweep import SweepConfig, expand, read_manifest, run_sweep
+from windtunnel.sweep import run as sweep_run
+from windtunnel.sweep.aggregate import read_csv
+from windtunnel.sweep.run import Job, in_processes, resolve_jobs
+from windtunnel.sweep.scorecard import scorecard_sweep
+from windtunnel.train.checkpoint import latest_resumable
+
+quiet = dict(progress=False, log=lambda _: None)
+
+
+def bijection_doc(**changes):
+    doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None)
+    doc.update(changes)
+    return doc
+
+
+def test_runs_at_once_give_the_results_of_runs_one_after_another(tmp_path):
+    """Two at a time, each in its own process: the same run folders and the same numbers, and the
+    diagnoses run in processes too."""
+    doc = bijection_doc(diagnose={"models": ["transformer"], "n_sequences": 16, "analyses": ["value_manifold"]})
+    serial = run_sweep(SweepConfig.build(doc), tmp_path / "serial", **quiet)
+    lines = []
+    parallel = run_sweep(SweepConfig.build({**doc, "jobs": 2}), tmp_path / "parallel", progress=False, log=lines.append)
+    assert sorted(parallel.trained) == sorted(serial.trained) and len(parallel.trained) == 4
+    assert "local backend: 2 runs at once, each in its own process" in lines
+    assert any(line.startswith("started ") and "(2 running" in line for line in lines)
+    ours = {r["run"]: r for r in read_csv(tmp_path / "parallel" / "results.csv")}
+    for ref in read_csv(tmp_path / "serial" / "results.csv"):
+        assert ours[ref["run"]]["kl_bayes_model"] == ref["kl_bayes_model"]  # bit for bit: one thread each
+        assert ours[ref["run"]]["entropy_error"] == ref["entropy_error"]
+    diagnosed = [r for r in parallel.runs if r.config.model == "transformer"]
+    assert len(diagnosed) == 2
+    for run in diagnosed:
+        ours = json.loads((tmp_path / "parallel" / run.name / "diagnostics.json").read_text())
+        ref = json.loads((tmp_path / "serial" / run.name / "diagnostics.json").read_text())
+        assert ours["results"]["value_manifold"] == ref["results"]["value_manifold"]
+
+
+def test_jobs_auto_divides_the_cores_by_the_runs_threads(monkeypatch, tiny_sweep):
+    monkeypatch.setattr(sweep_run, "cpu_cores", lambda: 8)
+    runs = expand(tiny_sweep())  # train.threads = 1
+    assert resolve_jobs("auto", runs) == 8 and resolve_jobs(3, runs) == 3 and resolve_jobs("2", runs) == 2
+    assert resolve_jobs("auto", expand(tiny_sweep(), {"train.threads": 3})) == 2
+    assert resolve_jobs("auto", expand(tiny_sweep(), {"train.threads": 0})) == 1  # torch's default: every core
+    for bad in ("many", 0, "0", 2.5, 5000):
+        with pytest.raises(ConfigError, match=r"jobs = .*allowed: an integer from 1 to 1024, or 'auto'"):
+            resolve_jobs(bad, runs)
+
+
+def test_jobs_is_checked_and_left_out_of_the_content_hash():
+    assert SweepConfig.build(bijection_doc(jobs=4)).content_hash() == SweepConfig.build(bijection_doc()).content_hash()
+    assert SweepConfig.build(bijection_doc(jobs="auto")).jobs == "auto"
+    for bad in (0, "many", -1):
+        with pytest.raises(ConfigError, match="jobs"):
+            SweepConfig.build(bijection_doc(jobs=bad))
+
+
+def test_the_quick_scorecard_has_the_budget_of_paper1_quick():
+    from windtunnel.sweep import load_sweep
+
+    quick = load_sweep("paper1-quick")
+    card = scorecard_sweep("gru", "quick")
+    assert card.overrides == quick.overrides == ["train.threads=1"] and card.jobs == quick.jobs == "auto"
+
+
+def test_a_failing_job_is_reported_and_the_others_finish(tmp_path):
+    lines = []
+    jobs = [Job("ok", time.sleep, (0.05,)), Job("bad", int, ("x",)), Job("ok too", time.sleep, (0.05,))]
+    failed = in_processes(jobs, 2, lines.append, StopFlag())
+    assert failed == {"bad": "ValueError: invalid literal for int() with base 10: 'x'"}
+    assert sum(line.startswith("started ") for line in lines) == 3
+    assert sum(" finished (" in line for line in lines) == 2
+
+
+def test_a_stopped_sweep_stops_every_run_at_a_checkpoint_and_resumes(tmp_path):
+    """SIGTERM to the sweep while two runs train at once: each writes a resumable checkpoint and
+    the sweep exits with 143; the same command finishes both with every step logged once."""
+    overrides = ["task_params.V=6", "task_params.L=5", "model_params.n_layers=1", "model_params.d_model=16",
+                 "train.steps=800", "train.resume_every_s=0.05"]
+    doc = bijection_doc(grid={}, jobs=2, experiments=[
+        {"task": "bijection", "models": ["transformer", "lstm"], "match_capacity": None, "overrides": overrides}])
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "windtunnel", "sweep", str(path), "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    runs = []
+    while time.time() < deadline and proc.poll() is None:
+        if (out / "sweep.json").exists():
+            runs = [out / r.name for r in read_manifest(out)[1]]
+            marks = [latest_resumable(r) if (r / "checkpoints").exists() else None for r in runs]
+            if all(m is not None and int(m.name[5:]) > 20 for m in marks):
+                break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr
+    assert "0 of 2 runs finished" in stderr and "to resume, run the same command again" in stderr, stderr
+    assert "failed" not in stdout
+    stopped = [int(latest_resumable(r).name[5:]) for r in runs]
+    assert all(20 < s < 800 for s in stopped)
+
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for run in runs:
+        steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+        assert steps == list(range(1, 801))
+        assert not (run / ".lock").exists()
