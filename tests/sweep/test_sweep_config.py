@@ -146,6 +146,23 @@ def test_paper1_quick_is_the_comparison_on_the_quick_profiles():
     assert sweep.diagnose is not None and set(sweep.diagnose.models) == {"transformer", "mamba"}
 
 
+def test_mixers_quick_is_every_scorecard_at_once():
+    """Every built-in mixer but mamba2 on the scorecard's five tunnels: the runs of each mixer's
+    scorecard and of paper1-quick, by content hash, so their folders can be shared."""
+    import windtunnel.models  # noqa: F401  (registers the built-in architectures)
+    from windtunnel.models.base import model_names
+    from windtunnel.sweep.scorecard import PRIMITIVES, scorecard_sweep
+
+    sweep = load_sweep("mixers-quick")
+    names = {r.name for r in expand(sweep)}
+    mixers = set(model_names()) - {"mamba2"}
+    assert len(names) == len(mixers) * len(PRIMITIVES) == 45
+    assert {p: (r.experiment, r.metric) for p, r in sweep.primitives.rules.items()} == PRIMITIVES
+    assert {r.name for r in expand(load_sweep("paper1-quick")) if "-per-position" not in r.experiment} <= names
+    for model in ("gru", "hybrid"):
+        assert {r.name for r in expand(scorecard_sweep(model))} <= names
+
+
 def test_paper1_expands_to_the_paper_settings():
     """44 runs (bijection and recall 3 seeds, HMM 5 seeds), every model within 2% of the transformer."""
     runs = expand(load_sweep("paper1"))
