@@ -159,6 +159,19 @@ class Diagnose(StrictConfig):
         return self
 
 
+def parse_jobs(value: Any) -> int | Literal["auto"]:
+    """``jobs`` as a sweep file or ``--jobs`` gives it: ``'auto'`` or an integer from 1 to 1024."""
+    if value == "auto":
+        return "auto"
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if isinstance(value, (bool, float)) or not 1 <= n <= 1024:
+        raise ConfigError(f"jobs = {value!r}; allowed: an integer from 1 to 1024, or 'auto'")
+    return n
+
+
 class SweepConfig(_WithOverrides):
     name: str = Field(min_length=1, description="sweep name")
     description: str = Field("", description="what the sweep reproduces")
@@ -177,8 +190,7 @@ class SweepConfig(_WithOverrides):
 
     @model_validator(mode="after")
     def _check(self):
-        if isinstance(self.jobs, int) and not 1 <= self.jobs <= 1024:
-            raise ValueError(f"jobs = {self.jobs}; allowed: an integer from 1 to 1024, or 'auto'")
+        parse_jobs(self.jobs)
         names = [e.label(t) for e in self.experiments for t in e.tasks()]
         if len(set(names)) != len(names):
             raise ValueError(f"experiment names must be unique, got {names}; give each a name")

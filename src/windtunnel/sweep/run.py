@@ -21,7 +21,7 @@ from windtunnel.files import DiskFullError
 from windtunnel.interrupt import Interrupted, StopFlag, stop_on_signals
 from windtunnel.lock import folder_lock
 from windtunnel.sweep.aggregate import aggregate, primitives, run_rows, write_csv
-from windtunnel.sweep.config import SweepConfig
+from windtunnel.sweep.config import SweepConfig, parse_jobs
 from windtunnel.sweep.expand import SweepRun, expand
 from windtunnel.files import atomic_write_text
 from windtunnel.train.config import RunConfig
@@ -152,13 +152,8 @@ def cpu_cores() -> int:
 def resolve_jobs(jobs: int | str, runs: list[SweepRun]) -> int:
     """How many runs train at once: ``jobs``, or for ``auto`` the cores divided by the most
     threads any run asks for (``train.threads = 0``, torch's default, counts as every core)."""
-    if jobs != "auto":
-        try:
-            n = int(jobs)
-        except (TypeError, ValueError):
-            n = 0
-        if isinstance(jobs, float) or not 1 <= n <= 1024:
-            raise ConfigError(f"jobs = {jobs!r}; allowed: an integer from 1 to 1024, or 'auto'")
+    n = parse_jobs(jobs)
+    if n != "auto":
         return n
     cores = cpu_cores()
     threads = max((r.config.train.threads or cores for r in runs), default=1)
