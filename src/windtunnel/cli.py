@@ -336,25 +336,41 @@ def scorecard(
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join"),
     jobs: Optional[str] = typer.Option(None, "--jobs", help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help="override for every run, e.g. --set train.steps=500"),
+    rungs: bool = typer.Option(True, "--rungs/--no-rungs", help="score every rung of each tunnel's difficulty ladder, "
+                               "or only the profile's own setting"),
+    tune: bool = typer.Option(True, "--tune/--no-tune", help="tune the learning rate (windtunnel tune) of every model "
+                              "whose profile commits none for a tunnel; --no-tune: the profile's lr"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
 ) -> None:
     """Which inference primitives an architecture realises, scored against exact posteriors.
 
     Trains MODEL and the transformer (MODEL capacity-matched to it) on bijection (accumulation),
-    HMM (transport), recall (binding), regression (continuous beliefs) and SULA, with the budget of
-    paper1-quick; writes scorecard.json, the sweep tables and report.html. It is a sweep: run it
-    again to continue, `windtunnel report DIR` to redraw the page.
+    HMM (transport), recall (binding), regression (continuous beliefs) and SULA, each at the rungs
+    of its difficulty ladder, with the budget of paper1-quick; a model whose learning rate the
+    profile does not commit is tuned first (the same protocol as every built-in). Writes
+    scorecard.json, the sweep tables and report.html. It is a sweep: run it again to continue,
+    `windtunnel report DIR` to redraw the page.
     """
     from windtunnel.report.page import write_report
     from windtunnel.sweep import run_sweep
+    from windtunnel.sweep.config import parse_jobs
     from windtunnel.sweep.run import default_out
-    from windtunnel.sweep.scorecard import SCORECARD_FILE, scorecard_sweep, write_scorecard
+    from windtunnel.sweep.scorecard import SCORECARD_FILE, scorecard_sweep, tune_scorecard, write_scorecard
 
     def go():
         chosen = [p.strip() for p in primitives.split(",") if p.strip()] if primitives is not None else None
-        cfg = scorecard_sweep(model, profile, seeds, chosen)
-        outcome = run_sweep(cfg, out or default_out(cfg, overrides), backend=backend, address=address,
-                            overrides=parse_overrides(overrides), progress=not quiet, log=typer.echo, jobs=jobs)
+        pairs = parse_overrides(overrides)
+        if jobs is not None:
+            parse_jobs(jobs)
+        if tune and any(k == "train.lr" for k, _ in pairs):
+            raise ConfigError("--set train.lr=... fixes the learning rate that the scorecard would tune; add --no-tune")
+        cfg = scorecard_sweep(model, profile, seeds, chosen, rungs)  # checks the arguments before anything is written
+        folder = out or default_out(cfg, overrides)
+        if tune:
+            tuned = tune_scorecard(model, folder, profile, chosen, pairs, jobs, log=typer.echo)
+            cfg = scorecard_sweep(model, profile, seeds, chosen, rungs, tuned)
+        outcome = run_sweep(cfg, folder, backend=backend, address=address,
+                            overrides=pairs, progress=not quiet, log=typer.echo, jobs=jobs)
         summary = json.loads((outcome.out / "summary.json").read_text())
         doc = write_scorecard(outcome.out, summary, cfg, model)
         paths = write_report(outcome.out)
@@ -362,8 +378,60 @@ def scorecard(
         for prim, row in doc["primitives"].items():
             cells = [f"{who}: " + (f"{r['verdict']} {r['score']:.2f}" if r and r.get("score") is not None else "-")
                      for who, r in (("model", row["model"]), ("transformer", row["transformer"]))]
-            typer.echo(f"{prim:<13} ({row['task']}, {row['metric']}): " + "; ".join(cells))
+            highest = [f"{who}: {doc['highest'][name].get(prim) or 'none'}" for who, name in
+                       (("model", model), ("transformer", "transformer")) if len(doc["ladder"][prim]) > 1]
+            typer.echo(f"{prim:<13} ({row['task']}, {row['metric']}): " + "; ".join(cells)
+                       + (f"  [highest rung realised: {'; '.join(highest)}]" if highest else ""))
         typer.echo(f"written: {outcome.out / SCORECARD_FILE}, {paths['html']}")
+
+    _run_errors(go)
+
+
+@app.command("tune")
+def tune_cmd(
+    task: str = typer.Argument(..., help="task name (a wind tunnel)"),
+    model: str = typer.Argument(..., help="a registered architecture, or package.module:Class"),
+    profile: str = typer.Option("quick", "--profile", help="run profile (its scorecard's budget applies)"),
+    grid: list[str] = typer.Option([], "--grid", help="candidates, e.g. --grid train.lr=1e-4,1e-3,1e-2 "
+                                   "--grid train.weight_decay=0,0.1 (default: lr at 1e-4, 3.16e-4, 1e-3, 3.16e-3, 1e-2)"),
+    rungs: str = typer.Option("0.1,0.3", "--rungs", help="fractions of train.steps at which candidates are compared"),
+    eta: float = typer.Option(2.0, "--eta", help="keep ceil(n / eta) candidates at each rung but the last (which keeps one)"),
+    metric: Optional[str] = typer.Option(None, "--metric", help="probe metric that ranks them: kl_bayes_model, "
+                                         "entropy_error or accuracy (default: the task's primitive metric)"),
+    full: bool = typer.Option(False, "--full", help="train every candidate to the end (no halving)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="folder (default runs/tune-<task>-<model>)"),
+    jobs: Optional[str] = typer.Option(None, "--jobs", help=JOBS_HELP),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+) -> None:
+    """Tune a training setting (the learning rate by default) of one architecture on one tunnel:
+    successive halving, every candidate scored by the held-out probe, the winner trained to the end.
+
+    The same protocol tunes every architecture, the transformer included, and `windtunnel
+    scorecard` runs it for a model whose profile commits no learning rate. Writes
+    tune-<task>-<model>.json/.csv/.md and one run folder per candidate.
+    """
+    from windtunnel.report.page import write_report
+    from windtunnel.sweep.config import parse_grid_option
+    from windtunnel.sweep.scorecard import budget_jobs, task_metric, tune_configs
+    from windtunnel.sweep.tune import TuneSpec, tune_in_folder, tune_name
+
+    def go():
+        try:
+            fractions = [float(x) for x in rungs.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"--rungs {rungs!r}: comma-separated fractions of the run, e.g. 0.1,0.3") from None
+        spec_doc = {"rungs": fractions, "eta": eta, "full": full, "metric": metric or task_metric(task)}
+        if grid:
+            spec_doc["grid"] = dict(parse_grid_option(g) for g in grid)
+        spec = TuneSpec.build(spec_doc, where="tune")
+        base = tune_configs(task, [model], profile, parse_overrides(overrides))[0]
+        n = budget_jobs(profile, jobs, [base])
+        folder = out or Path("runs") / tune_name(task, model, full)
+        result = tune_in_folder(base, folder, spec, n, log=typer.echo)
+        typer.echo("")
+        typer.echo(result.files["markdown"].read_text())
+        paths = write_report(folder)
+        typer.echo(f"written: {result.files['json']}, {result.files['csv']}, {paths['html']}")
 
     _run_errors(go)
 

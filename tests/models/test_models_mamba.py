@@ -1,23 +1,31 @@
 """Mamba-1: the scan's hand-written gradients, the C++ kernels against the pure-PyTorch ones, and
-the model against transformers' MambaModel, on both CPU paths (``WINDTUNNEL_SCAN``)."""
+the model against transformers' MambaModel, on both CPU paths (``WINDTUNNEL_SCAN``); the authors'
+variant (``variant="authors"``) against their code and the reference mixer."""
 
+import json
 import logging
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from windtunnel.config import ConfigError
-from windtunnel.models import make_model, scan_ext
+from windtunnel.models import check_model, make_model, scan_ext
 from windtunnel.models.base import NO_CAPTURE
 from windtunnel.models.mamba import (
     CppCausalConvSiLU,
     CppRMSNorm,
     CppSelectiveScan,
+    MambaConfig,
+    MambaMixer,
     SelectiveScan,
+    causal_conv_silu,
     selective_scan,
 )
+from windtunnel.train.config import RunConfig, resolve_run
+from windtunnel.train.trainer import train
 
 
 def need_cpp():
@@ -237,3 +245,167 @@ def test_build_falls_back_to_a_serial_build_without_openmp(monkeypatch, caplog):
         scan_ext.build.__wrapped__()
     assert tried == [True, False] and "single-threaded" in caplog.text
     assert "-fopenmp" in scan_ext._flags(True) and "-fopenmp" not in scan_ext._flags(False)
+
+
+# ---------------------------------------------------------------------------------------
+# The authors' variant (Paper I's experiments/paper1_hmm/train_mamba.py)
+# ---------------------------------------------------------------------------------------
+AUTHORS = dict(n_layers=2, d_model=16, variant="authors")
+
+
+@pytest.mark.parametrize("init", ["normal", "torch"])
+def test_authors_init_survives_the_models_init(sepvocab, init):
+    """Their dt and A initialisation, LayerNorms and block layout, under either ``init`` scheme."""
+    torch.manual_seed(0)
+    model = make_model("mamba", sepvocab, {**AUTHORS, "init": init})
+    assert model.config.dt_rank == 1
+    assert isinstance(model.norm_f, nn.LayerNorm) and model.final_norm is model.norm_f
+    for block in model.blocks:
+        m = block.mixer
+        assert isinstance(block.norm, nn.Identity)  # no pre-norm: x + mixer(x)
+        assert isinstance(m.norm, nn.LayerNorm) and m.norm.normalized_shape == (32,)
+        assert m.dt_proj.in_features == 1 and m.x_proj.out_features == 1 + 2 * 16
+        torch.testing.assert_close(F.softplus(m.dt_proj.bias), F.softplus(torch.full((32,), 0.1)), atol=0, rtol=0)
+        assert m.dt_proj.weight.abs().max() <= 0.01 and m.dt_proj.weight.std() > 0.003  # U(-0.01, 0.01)
+        assert m.A_log.shape == (16,)  # one A for all channels
+        torch.testing.assert_close(m.A(), (-0.1 * torch.arange(1, 17.0)).expand(32, 16))
+        assert m.D.eq(1).all()
+
+
+def authors_from_reference(ref: MambaMixer, norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The authors' mixer from the reference mixer's layers and scan: LayerNorm, D skip, gate after it."""
+    u, z = ref.in_proj(x).chunk(2, dim=-1)
+    u = causal_conv_silu(u, ref.conv1d)
+    dt, B, C = ref.x_proj(u).split(ref.sizes, dim=-1)
+    y = selective_scan(u, F.softplus(ref.dt_proj(dt)), ref.A(), B, C, torch.zeros_like(ref.D))
+    return ref.out_proj((norm(y) + ref.D * u) * F.silu(z))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_authors_mixer_is_the_reference_mixer_where_they_coincide(scan_path, dtype):
+    """On the same weights (A_log shared -> expanded to every channel, dt rank 1): the authors' mixer
+    is the reference scan followed by their LayerNorm, D skip and gate; with the LayerNorm an
+    identity (the D skip then commutes into the scan) it is the reference mixer itself."""
+    tol = dict(atol=1e-10, rtol=1e-10) if dtype == torch.float64 else dict(atol=1e-5, rtol=1e-5)
+    torch.manual_seed(0)
+    d, di = 16, 32
+    authors = MambaMixer(MambaConfig(d_model=d, variant="authors")).to(dtype)
+    ref = MambaMixer(MambaConfig(d_model=d, dt_rank=1)).to(dtype)
+    with torch.no_grad():  # away from the init values, so that every part matters
+        for p in (authors.norm.weight, authors.norm.bias, authors.D, authors.A_log, authors.dt_proj.bias):
+            p.add_(0.3 * torch.randn_like(p))
+    state = {k: v for k, v in authors.state_dict().items() if not k.startswith("norm.")}
+    ref.load_state_dict({**state, "A_log": authors.A_log.detach().expand(di, -1)})
+    x = torch.randn(3, 21, d, generator=torch.Generator().manual_seed(1), dtype=dtype)
+
+    out = authors(x, NO_CAPTURE, "m")
+    torch.testing.assert_close(out, authors_from_reference(ref, authors.norm, x), **tol)
+    authors.norm = nn.Identity()
+    tol = dict(atol=1e-12, rtol=1e-12) if dtype == torch.float64 else dict(atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(authors(x, NO_CAPTURE, "m"), ref(x, NO_CAPTURE, "m"), **tol)
+
+
+def their_forward(model, x: torch.Tensor) -> torch.Tensor:
+    """MambaHMM.forward of experiments/paper1_hmm/train_mamba.py, as written there (clamps and
+    all), on the weights of our authors-variant model."""
+    h = model.embed(x)
+    for block in model.blocks:
+        m, (batch, L, _) = block.mixer, h.shape
+        u, z = m.in_proj(h).chunk(2, dim=-1)
+        u = F.silu(m.conv1d(u.transpose(1, 2))[:, :, :L].transpose(1, 2))
+        dt, B, C = m.x_proj(u).split([1, m.A_log.shape[0], m.A_log.shape[0]], dim=-1)
+        dt = F.softplus(m.dt_proj(dt)).clamp(min=1e-4, max=10.0)
+        A = -torch.exp(m.A_log.clamp(max=5.0))
+        s, ys = torch.zeros(batch, u.shape[-1], A.shape[0], dtype=u.dtype), []
+        for i in range(L):
+            dA = torch.exp((dt[:, i, :, None] * A).clamp(min=-20, max=0))
+            dB_u = (dt[:, i, :, None] * B[:, i, None, :] * u[:, i, :, None]).clamp(-10, 10)
+            s = (s * dA + dB_u).clamp(-100, 100)
+            ys.append((s * C[:, i, None, :]).sum(-1))
+        y = m.norm(torch.stack(ys, dim=1)) + m.D * u
+        h = torch.nan_to_num(h + m.out_proj(y * F.silu(z)), nan=0.0)
+    return model.head(model.norm_f(h))
+
+
+def test_authors_model_matches_their_code(sepvocab, scan_path):
+    """Where their guard rails do not bind (here, at init), the whole model is their code, in float64."""
+    torch.manual_seed(0)
+    model = make_model("mamba", sepvocab, {**AUTHORS, "init": "torch"}).double()
+    x = torch.randint(0, 40, (3, 37), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(model(x), their_forward(model, x), atol=1e-10, rtol=1e-10)
+
+
+def test_authors_model_is_causal_with_finite_gradients(sepvocab, scan_path):
+    torch.manual_seed(0)
+    model = make_model("mamba", sepvocab, AUTHORS).double()
+    check_model(model, sepvocab)
+    x = torch.randint(0, 40, (2, 37), generator=torch.Generator().manual_seed(1))
+    y = model(x)
+    for t in (0, 11, 36):
+        x2 = x.clone()
+        x2[:, t] = (x2[:, t] + 1) % 40
+        y2 = model(x2)
+        torch.testing.assert_close(y2[:, :t], y[:, :t], atol=1e-12, rtol=0)
+        assert not torch.allclose(y2[:, t], y[:, t])
+    F.cross_entropy(y.flatten(0, 1), torch.randint(0, 20, (2 * 37,))).backward()
+    assert torch.isfinite(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+    grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    assert all(torch.isfinite(g).all() for g in grads.values())
+    for name in ("blocks.0.mixer.A_log", "blocks.0.mixer.dt_proj.weight", "blocks.1.mixer.norm.weight", "norm_f.bias"):
+        assert grads[name].abs().sum() > 0, name
+
+
+def test_authors_model_trains_on_a_small_hmm(tmp_path):
+    cfg = RunConfig.build({
+        "task": "hmm", "task_params": {"S": 3, "O": 3, "K": 8},
+        "model": "mamba", "model_params": {"n_layers": 1, "d_model": 16, "variant": "authors", "init": "torch"},
+        "train": {"steps": 20, "batch_size": 32, "lr": 1e-2, "checkpoints": 0, "eval_probe_size": 32},
+    })
+    res = train(cfg, tmp_path / "run", progress=False, evaluate_at_end=False)
+    losses = [json.loads(line)["loss"] for line in (res.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(losses) == 20 and all(math.isfinite(v) for v in losses)
+    assert sum(losses[-5:]) < sum(losses[:5])
+
+
+def test_reference_variant_is_unchanged(sepvocab, scan_path):
+    """The default is the reference Mamba, bit for bit: the same weights and outputs as with the
+    field omitted, and the outputs it gave before the field existed."""
+    def build(**extra):
+        torch.manual_seed(0)
+        return make_model("mamba", sepvocab, dict(n_layers=2, d_model=16, **extra)).double()
+
+    omitted, named = build(), build(variant="reference")
+    assert omitted.state_dict().keys() == named.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(omitted.state_dict().values(), named.state_dict().values()))
+    assert omitted.blocks[0].mixer.A_log.shape == (32, 16) and omitted.blocks[0].mixer.norm is None
+    assert not any(".mixer.norm." in k for k in omitted.state_dict())
+    x = torch.randint(0, 40, (2, 37), generator=torch.Generator().manual_seed(1))
+    y = omitted(x)
+    assert torch.equal(y, named(x))
+    # recorded from the model before `variant` existed
+    assert sum(p.sum().item() for p in omitted.parameters()) == pytest.approx(1782.9418620411425, rel=1e-12)
+    assert y.sum().item() == pytest.approx(57.78838376989721, rel=1e-9)
+    torch.testing.assert_close(y[0, -1, :3], torch.tensor([-0.45847302690541286, 0.2594331781068777,
+                                                            0.5275615531241828], dtype=torch.float64))
+
+
+def test_variant_config(sepvocab):
+    """Capture names shared by both variants; the field validates in a run config, a bad value or a
+    dt_rank other than 1 with the authors' variant is an error naming the field."""
+    ref = make_model("mamba", sepvocab, dict(n_layers=2, d_model=16))
+    authors = make_model("mamba", sepvocab, AUTHORS)
+    assert authors.capture_names() == ref.capture_names()
+    x = torch.randint(0, 40, (2, 37))
+    cached = [m.run_with_cache(x)[1] for m in (ref, authors)]
+    assert {k: v.shape for k, v in cached[0].items()} == {k: v.shape for k, v in cached[1].items()}
+    assert (cached[1]["blocks.0.ssm.dt"] >= 1e-4).all()
+
+    cfg = resolve_run("hmm", "mamba", "quick", {"model_params.variant": "authors"})
+    assert cfg.model_params["variant"] == "authors"
+    with pytest.raises(ConfigError) as info:
+        resolve_run("hmm", "mamba", "quick", {"model_params.variant": "theirs"})
+    assert "field 'model_params.variant' = 'theirs'" in str(info.value)
+    assert "allowed: one of reference, authors" in str(info.value)
+    with pytest.raises(ConfigError, match="dt_rank=4 does not go with variant='authors'"):
+        resolve_run("hmm", "mamba", "quick", {"model_params.variant": "authors", "model_params.dt_rank": 4})
+    assert make_model("mamba", sepvocab, {**AUTHORS, "dt_rank": 1}).config.dt_rank == 1

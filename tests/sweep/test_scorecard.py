@@ -13,7 +13,9 @@ from windtunnel.cli import app
 from windtunnel.config import ConfigError
 from windtunnel.geometry.diagnose import run_diagnostics
 from windtunnel.sweep import expand
-from windtunnel.sweep.scorecard import PRIMITIVES, scorecard_sweep
+from windtunnel.sweep.config import load_sweep
+from windtunnel.sweep.scorecard import PRIMITIVES, scorecard_doc, scorecard_sweep
+from windtunnel.train.config import load_profile
 from windtunnel.train.trainer import build
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -30,7 +32,7 @@ def examples_on_path(monkeypatch):
 
 
 def test_the_scorecard_sweep_covers_the_tunnels_of_its_profile(examples_on_path):
-    quick = scorecard_sweep(USER, "quick", seeds=2)
+    quick = scorecard_sweep(USER, "quick", seeds=2, rungs=False)
     assert [e.task for e in quick.experiments] == [task for task, _ in PRIMITIVES.values()]
     assert all(e.models == ["transformer", USER] and e.match_capacity == "transformer" for e in quick.experiments)
     assert quick.grid == {"train.seed": [0, 1]} and set(quick.primitives.rules) == set(PRIMITIVES)
@@ -41,27 +43,84 @@ def test_the_scorecard_sweep_covers_the_tunnels_of_its_profile(examples_on_path)
     with pytest.raises(ConfigError, match="choose from accumulation"):
         scorecard_sweep(USER, primitives=["memory"])
     # the user model, named by no profile, is sized on its knob to the transformer's count
-    runs = expand(scorecard_sweep(USER, primitives=["transport"]))
+    runs = expand(scorecard_sweep(USER, primitives=["transport"], rungs=False))
     counts = {r.config.model: build(r.config)[1].n_params() for r in runs}
     assert runs[1].config.model_params["init"] == "torch"  # the quick HMM profile's model_defaults
     assert abs(counts[USER] - counts["transformer"]) / counts["transformer"] <= 0.02
 
 
+def test_the_ladders_are_rungs_of_each_tunnels_own_parameters():
+    """Every rung is a parameter setting of the same task; the profile's own rung keeps the plain
+    experiment name, so its runs are paper1-quick's (the same content hashes)."""
+    card = scorecard_sweep("mamba")
+    exps = {e.label(e.task): e for e in card.experiments}
+    assert list(exps) == ["bijection@V5_L4", "bijection@V10_L9", "bijection", "hmm@S2_O2", "hmm@S3_O3", "hmm",
+                          "recall@N4_M4", "recall", "recall@N16_M16", "regression@d2", "regression@d4", "regression",
+                          "sula"]
+    assert exps["hmm@S2_O2"].override_pairs == [("task_params.S", 2), ("task_params.O", 2)]
+    assert card.primitives.rules["transport@S3_O3"].experiment == "hmm@S3_O3"
+    assert card.primitives.rules["transport"].experiment == "hmm"
+    runs = expand(card)
+    own = {r.name for r in runs if "@" not in r.experiment and r.experiment != "sula"}
+    assert own <= {r.name for r in expand(load_sweep("paper1-quick"))} | {r.name for r in runs if r.config.task == "regression"}
+    hmm3 = next(r.config for r in runs if r.experiment == "hmm@S3_O3" and r.config.model == "mamba")
+    assert (hmm3.task_params["S"], hmm3.task_params["O"], hmm3.task_params["K"]) == (3, 3, 20)
+    # a tuned learning rate reaches that model's runs on every rung of its tunnel, and no other's
+    tuned = expand(scorecard_sweep("mamba", primitives=["transport"], tuned={"hmm": {"mamba": {"train.lr": 3.16e-4}}}))
+    assert {(r.config.model, r.config.train.lr) for r in tuned} == {("mamba", 3.16e-4), ("transformer", 3e-3)}
+    assert len(tuned) == 6
+
+
+def test_scorecard_json_reads_every_rung_and_the_highest_realised():
+    card = scorecard_sweep("mamba", primitives=["transport"])
+    verdict = {"transport@S2_O2": "yes", "transport@S3_O3": "yes", "transport": "no"}
+    summary = {"finished": 6, "n_runs": 6, "missing": [],
+               "primitives": {"mamba": {k: {"score": 0.9 if v == "yes" else 0.1, "verdict": v} for k, v in verdict.items()},
+                              "transformer": {k: {"score": 0.1, "verdict": "no"} for k in verdict}}}
+    doc = scorecard_doc(summary, card, "mamba")
+    assert [s["experiment"] for s in doc["ladder"]["transport"]] == ["hmm@S2_O2", "hmm@S3_O3", "hmm"]
+    assert doc["ladder"]["transport"][0]["params"] == {"task_params.S": 2, "task_params.O": 2}
+    assert doc["primitives"]["transport"]["model"]["verdict"] == "no"
+    assert doc["highest"] == {"mamba": {"transport": "hmm@S3_O3"}, "transformer": {"transport": None}}
+
+
+def test_scorecard_tunes_each_model_the_profile_commits_nothing_for(tmp_path, examples_on_path):
+    out = tmp_path / "card"
+    args = ["scorecard", USER, "--primitives", "accumulation", "--out", str(out), "--quiet", "--no-rungs", "--jobs", "1"]
+    for o in TINY:
+        args += ["--set", o]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    tuned = {p.name for p in out.glob("tune-*.json")}
+    committed = "transformer" in load_profile("quick", "bijection").get("tuned", {})
+    assert tuned == {"tune-bijection-my_mixer.EMAMixer.json"} | (set() if committed else {"tune-bijection-transformer.json"})
+    best = json.loads((out / "tune-bijection-my_mixer.EMAMixer.json").read_text())["best"]["train.lr"]
+    runs = json.loads((out / "sweep.json").read_text())["runs"]
+    assert {r["config"]["train"]["lr"] for r in runs if r["config"]["model"] == USER} == {best}
+    assert "## Tuning" in (out / "report.md").read_text()
+    # a fixed learning rate and tuning exclude each other: refused before anything is written
+    res = CliRunner().invoke(app, ["scorecard", USER, "--out", str(tmp_path / "no"), "--set", "train.lr=1e-3"])
+    assert res.exit_code == 2 and "--no-tune" in res.output and not (tmp_path / "no").exists()
+
+
 def test_scorecard_trains_scores_and_diagnoses_a_user_mixer(tmp_path, examples_on_path):
     out = tmp_path / "card"
-    args = ["scorecard", USER, "--primitives", "accumulation,continuous", "--out", str(out), "--quiet"]
+    args = ["scorecard", USER, "--primitives", "accumulation,continuous", "--out", str(out), "--quiet", "--no-tune",
+            "--jobs", "1"]
     for o in TINY:
         args += ["--set", o]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     card = json.loads((out / "scorecard.json").read_text())
-    assert card["model"] == USER and card["reference"] == "transformer" and card["finished"] == card["n_runs"] == 4
+    assert card["model"] == USER and card["reference"] == "transformer" and card["finished"] == card["n_runs"] == 12
+    assert [s["rung"] for s in card["ladder"]["continuous"]] == ["d2", "d4", "profile"]
     for prim in ("accumulation", "continuous"):
         row = card["primitives"][prim]
         for who in ("model", "transformer"):
             assert row[who]["verdict"] in ("yes", "partial", "no") and row[who]["score_lo"] <= row[who]["score_hi"]
     page = (out / "report.md").read_text()
     assert f"## Scorecard: {USER}" in page and "| accumulation | bijection" in page
+    assert "### Difficulty ladders" in page and (out / "report_files" / "ladder.png").is_file()
     assert (out / "report.html").is_file()
     # the user model's run folder opens, and every analysis that applies runs; the rest say why not
     run = next(p for p in out.iterdir() if p.name.startswith("bijection-my_mixer.EMAMixer-"))

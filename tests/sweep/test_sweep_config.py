@@ -156,8 +156,11 @@ def test_mixers_quick_is_every_scorecard_at_once():
     sweep = load_sweep("mixers-quick")
     names = {r.name for r in expand(sweep)}
     mixers = set(model_names()) - {"mamba2"}
-    assert len(names) == len(mixers) * len(PRIMITIVES) == 45
-    assert {p: (r.experiment, r.metric) for p, r in sweep.primitives.rules.items()} == PRIMITIVES
+    card = scorecard_sweep("transformer")  # every rung of every tunnel: 3 each, SULA one
+    assert len(names) == len(mixers) * len(card.experiments) == 9 * 13
+    assert {p: (r.experiment, r.metric) for p, r in sweep.primitives.rules.items()} == {
+        p: (r.experiment, r.metric) for p, r in card.primitives.rules.items()}
+    assert {p: (sweep.primitives.rules[p].experiment, sweep.primitives.rules[p].metric) for p in PRIMITIVES} == PRIMITIVES
     assert {r.name for r in expand(load_sweep("paper1-quick")) if "-per-position" not in r.experiment} <= names
     for model in ("gru", "hybrid"):
         assert {r.name for r in expand(scorecard_sweep(model))} <= names
@@ -214,3 +217,18 @@ def test_the_library_refuses_override_text(tiny_sweep):
         expand(tiny_sweep(), overrides=["train.lr=0.2"])
     with pytest.raises(TypeError, match="parse_overrides"):
         expand(tiny_sweep(), overrides="train.lr=0.2")
+
+
+def test_model_overrides_apply_to_their_model_alone_and_leave_old_folders_in_place(tiny_sweep):
+    """``model_overrides`` set one architecture's fields after the experiment's; a sweep without
+    them hashes as before the field existed (its default folder is where it was)."""
+    assert load_sweep("paper1-quick").content_hash() == "b0e30e014c"  # the hash before model_overrides
+    doc = {"name": "mo", "profile": "quick", "experiments": [
+        {"task": "bijection", "models": ["transformer", "lstm"], "overrides": ["train.lr=1e-3"],
+         "model_overrides": {"lstm": ["train.lr=3e-4", "train.steps=7"]}}]}
+    runs = {r.config.model: r.config for r in expand(SweepConfig.build(doc))}
+    assert (runs["lstm"].train.lr, runs["lstm"].train.steps) == (3e-4, 7)
+    assert (runs["transformer"].train.lr, runs["transformer"].train.steps) == (1e-3, 1200)
+    bad = {**doc, "experiments": [{**doc["experiments"][0], "model_overrides": {"gru": ["train.lr=1"]}}]}
+    with pytest.raises(ConfigError, match="model_overrides names 'gru'"):
+        SweepConfig.build(bad)

@@ -6,8 +6,12 @@ import math
 import pytest
 import torch
 
+from test_common import LADDERS, ladder
 from windtunnel.config import ConfigError
 from windtunnel.tasks import make_generator, make_task
+
+#: free keys up to which the completions of a context are enumerated (6! = 720 of them)
+MAX_FREE = 6
 
 
 def brute_force(V, keys, values, query):
@@ -19,9 +23,40 @@ def brute_force(V, keys, values, query):
     return counts / counts.sum()
 
 
+def enumerate_completions(V, keys, values, query):
+    """The same posterior by enumerating only the bijections that extend the revealed pairs:
+    every assignment of the unrevealed values to the unrevealed keys ((V - m)! of them for m
+    distinct revealed keys), each checked against every pair."""
+    known = dict(zip(keys, values))
+    free_keys = [k for k in range(V) if k not in known]
+    free_values = [v for v in range(V) if v not in known.values()]
+    counts = torch.zeros(V, dtype=torch.float64)
+    for image in itertools.permutations(free_values):
+        perm = {**known, **dict(zip(free_keys, image))}
+        if sorted(perm.values()) == list(range(V)) and all(perm[k] == v for k, v in zip(keys, values)):
+            counts[perm[query]] += 1
+    return counts / counts.sum()
+
+
+def count_completions(V, keys, values, query):
+    """The same posterior by counting the consistent bijections: with m distinct keys revealed,
+    (V - m)! bijections extend the pairs; a revealed query keeps its value in all of them, an
+    unrevealed one takes each unrevealed value in (V - m - 1)! of them and a revealed value in none."""
+    known = dict(zip(keys, values))
+    m = len(known)
+    counts = [0] * V
+    if query in known:
+        counts[known[query]] = math.factorial(V - m)
+    else:
+        for y in set(range(V)) - set(known.values()):
+            counts[y] = math.factorial(V - m - 1)
+    return torch.tensor([c / sum(counts) for c in counts], dtype=torch.float64)
+
+
 @pytest.mark.parametrize("fmt", ["sepvocab", "paired"])
 @pytest.mark.parametrize("with_replacement", [False, True])
-@pytest.mark.parametrize("V,L", [(4, 4), (5, 3), (6, 6)])
+@pytest.mark.parametrize("V,L", [(4, 4), (5, 3), (6, 6),
+                                 *((r["V"], r["L"]) for r in LADDERS["bijection"] if r["V"] <= 6)])  # the V = 5 rung
 def test_posterior_matches_enumeration(fmt, with_replacement, V, L):
     task = make_task("bijection", {"V": V, "L": L, "format": fmt, "with_replacement": with_replacement})
     b = task.sample(12, make_generator(V * 10 + L))
@@ -34,6 +69,28 @@ def test_posterior_matches_enumeration(fmt, with_replacement, V, L):
             query = b.inputs[i, -1].item()
             torch.testing.assert_close(b.probs[i, L], brute_force(V, keys, values, query))
             assert b.target[i, L] == b.latent["permutation"][i, query]
+
+
+@pytest.mark.parametrize("with_replacement", [False, True])
+@pytest.mark.parametrize("params", ladder("bijection"))
+def test_ladder_posterior_matches_counted_completions(params, with_replacement):
+    """Every rung, V = 20 included: the consistent bijections counted at every position, and
+    enumerated where at most MAX_FREE keys remain unrevealed (all V! only where V <= 6)."""
+    task = make_task("bijection", {**params, "with_replacement": with_replacement})
+    V, L = task.config.V, task.config.L
+    b = task.sample(8, make_generator(V * 10 + L))
+    enumerated = 0
+    for i in range(b.size):
+        keys, values = b.latent["keys"][i].tolist(), b.latent["values"][i].tolist()
+        for j in range(L):
+            ctx = (keys[:j], values[:j], keys[j])
+            torch.testing.assert_close(b.probs[i, j], count_completions(V, *ctx))
+            if V - len(set(keys[:j])) <= MAX_FREE:
+                torch.testing.assert_close(b.probs[i, j], enumerate_completions(V, *ctx))
+                enumerated += 1
+            if V <= 6:
+                torch.testing.assert_close(b.probs[i, j], brute_force(V, *ctx))
+    assert enumerated > 0 or with_replacement  # without replacement the last MAX_FREE keys always are
 
 
 def test_fresh_query_is_unseen_and_enumerated():

@@ -10,6 +10,7 @@ import torch
 from windtunnel.config import ConfigError
 from windtunnel.infotheory import entropy_bits, gaussian_entropy_bits
 from windtunnel.tasks import make_generator, make_task, stream_seed, task_names
+from windtunnel.train.config import load_profile
 
 SMALL = {
     "bijection": {"V": 6, "L": 6},
@@ -18,13 +19,45 @@ SMALL = {
     "regression": {"d": 3, "n_points": 6},
     "sula": {"k": 6},
 }
-#: every named layout of a task, checked like the defaults
+#: the difficulty ladders: each tunnel is scored at these task_params overrides on its quick
+#: profile (src/windtunnel/configs/quick/<task>.json); the task's tests check every rung
+LADDERS = {
+    "bijection": [{"V": 5, "L": 4}, {"V": 10, "L": 9}, {"V": 20, "L": 19}],
+    "hmm": [{"S": 2, "O": 2}, {"S": 3, "O": 3}, {"S": 5, "O": 5}],
+    "recall": [{"N": 4, "M": 4}, {"N": 8, "M": 8}, {"N": 16, "M": 16}],
+    "regression": [{"d": 2}, {"d": 4}, {"d": 8}],
+}
+
+
+def rung_params(name, rung, **more):
+    """A rung's task parameters: the quick profile's task_params, the rung's overrides, then ``more``."""
+    return {**load_profile("quick", name)["task_params"], **rung, **more}
+
+
+def rung_id(rung):
+    return "-".join(f"{k}{v}" for k, v in rung.items())
+
+
+def ladder(name, **more):
+    """pytest parameters for every rung of a task's ladder: ``rung_params`` with readable ids."""
+    return [pytest.param(rung_params(name, r, **more), id=rung_id(r)) for r in LADDERS[name]]
+
+
+RUNGS = {f"{name}-{rung_id(r)}": (name, rung_params(name, r)) for name, rungs in LADDERS.items() for r in rungs}
+#: every named layout of a task, checked like the defaults, and every rung of the ladders
 CASES = {**{name: (name, params) for name, params in SMALL.items()},
-         "recall-mqar": ("recall", {"format": "mqar", "N": 4, "vocab_size": 40, "seq_len": 32})}
+         "recall-mqar": ("recall", {"format": "mqar", "N": 4, "vocab_size": 40, "seq_len": 32}),
+         **RUNGS}
 
 
 def test_all_tasks_registered():
     assert task_names() == sorted(SMALL)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_ladders_are_the_rungs_the_quick_profiles_score(name):
+    """A quick profile that names its rungs names these, so the tests cover every scored rung."""
+    assert load_profile("quick", name).get("rungs", LADDERS.get(name)) == LADDERS.get(name)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -91,20 +124,50 @@ def reliability_z(probs, target):
     return max(zs)
 
 
-@pytest.mark.parametrize("case", ["bijection", "hmm", "recall", "recall-mqar", "sula"])
+def randomized_pit(probs, target, generator):
+    """The randomised probability integral transform of each true answer, in answer-index
+    order: F(target - 1) + U p(target) with U ~ U(0, 1); uniform on (0, 1) when the sampler
+    draws the answers from the posterior. Unlike the reliability bins it sees which of several
+    equally likely answers the sampler picks (bijection: a posterior uniform over the free
+    values makes every bin exact, whichever free value the sampler draws)."""
+    p = probs.gather(-1, target[..., None])[..., 0]
+    below = probs.cumsum(-1).gather(-1, target[..., None])[..., 0] - p
+    u = torch.rand(p.shape, generator=generator, dtype=torch.float64)
+    return (below + u * p).flatten().numpy()
+
+
+@pytest.mark.parametrize("case", ["bijection", "hmm", "recall", "recall-mqar", "sula",
+                                  *(case for case, (name, _) in RUNGS.items() if name == "hmm")])
 def test_monte_carlo_frequencies_agree_with_posterior(case):
     task = make_task(*CASES[case])
     b = task.sample(20000, make_generator(1))
     assert reliability_z(b.probs, b.target) < 5
 
 
+@pytest.mark.parametrize("case", ["bijection", *(case for case, (name, _) in RUNGS.items() if name == "bijection")])
+def test_monte_carlo_bijection_pit_is_uniform(case):
+    """Bijection keys are drawn independently of the permutation, so the PITs of one sequence
+    are independent too (the Lehmer code of a uniform permutation): a KS test over all of them."""
+    from scipy import stats
+
+    b = make_task(*CASES[case]).sample(20000, make_generator(1))
+    assert stats.kstest(randomized_pit(b.probs, b.target, make_generator(2)), "uniform").pvalue > 1e-3
+
+
 def test_monte_carlo_check_catches_a_wrong_posterior():
+    from scipy import stats
+
     from windtunnel.tasks.hmm import forward_filter
 
     task = make_task("hmm", SMALL["hmm"])  # sampled with the observe_first convention
     b = task.sample(20000, make_generator(1))
     wrong = forward_filter(b.latent["transition"], b.latent["emission"], b.latent["observations"], "transition_first")
     assert reliability_z(wrong, b.target) > 5
+    # a sampler that always reveals the lowest free value: every reliability bin stays exact
+    bij = make_task(*CASES["bijection-V10-L9"]).sample(2000, make_generator(1))
+    lowest = (bij.probs > 0).double().argmax(-1)
+    assert reliability_z(bij.probs, lowest) < 1e-6
+    assert stats.kstest(randomized_pit(bij.probs, lowest, make_generator(2)), "uniform").pvalue < 1e-10
     sula = make_task("sula", {"k": 6, "alpha": 0.9})
     b = sula.sample(20000, make_generator(1))
     assert reliability_z(make_task("sula", {"k": 6, "alpha": 0.8}).posterior(b.latent["labels"]), b.target) > 5

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from test_common import LADDERS, rung_id, rung_params
 from windtunnel.tasks import make_generator, make_task
 from windtunnel.tasks.hmm import discretize_rows, forward_filter
 from windtunnel.tasks.sampling import dirichlet, gamma
@@ -32,9 +33,16 @@ def enumerate_filter(T, E, obs, first_step):
     return np.array(out)
 
 
+#: the short K at which each rung small enough is enumerated (S^K hidden paths: 256 and 729)
+ENUMERATED_K = {2: 8, 3: 6}
+ENUMERATED_RUNGS = [pytest.param(rung_params("hmm", r, K=k), id=f"{rung_id(r)}-K{k}")
+                    for r in LADDERS["hmm"] if (k := ENUMERATED_K.get(r["S"]))]
+
+
 @pytest.mark.parametrize("first_step", ["observe_first", "transition_first"])
-def test_filter_matches_path_enumeration(first_step):
-    task = make_task("hmm", {"S": 3, "O": 4, "K": 5, "first_step": first_step})
+@pytest.mark.parametrize("params", [pytest.param({"S": 3, "O": 4, "K": 5}, id="S3-O4-K5"), *ENUMERATED_RUNGS])
+def test_filter_matches_path_enumeration(params, first_step):
+    task = make_task("hmm", {**params, "first_step": first_step})
     b = task.sample(6, make_generator(7))
     for i in range(b.size):
         T, E = b.latent["transition"][i].numpy(), b.latent["emission"][i].numpy()

@@ -3,13 +3,15 @@
 import pytest
 import torch
 
+from test_common import ladder
 from windtunnel.config import ConfigError
 from windtunnel.tasks import make_generator, make_task
 from windtunnel.tasks.recall import ANS, KEY0, QUERY, STORE
 
 
-def test_queries_retrieve_the_stored_value():
-    task = make_task("recall", preset="small")
+@pytest.mark.parametrize("params", ladder("recall"))  # the N = 8 rung is the "small" preset
+def test_queries_retrieve_the_stored_value(params):
+    task = make_task("recall", params)
     b = task.sample(16, make_generator(0))
     c = task.config
     for i in range(b.size):

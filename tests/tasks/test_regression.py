@@ -3,15 +3,19 @@
 import math
 
 import numpy as np
+import pytest
 import torch
 
+from test_common import ladder
 from windtunnel.tasks import make_generator, make_task
 
 
-def test_predictive_matches_joint_gaussian_conditioning():
-    task = make_task("regression", {"d": 3, "n_points": 6, "tau": 0.7, "sigma": 0.3})
+@pytest.mark.parametrize("params", [pytest.param({"d": 3, "n_points": 6, "tau": 0.7, "sigma": 0.3}, id="d3-n6"),
+                                    *ladder("regression")])
+def test_predictive_matches_joint_gaussian_conditioning(params):
+    task = make_task("regression", params)
     b = task.sample(5, make_generator(2))
-    tau2, s2 = 0.49, 0.09
+    tau2, s2 = task.config.tau**2, task.config.sigma**2
     for i in range(b.size):
         X, y = b.latent["x"][i].numpy(), b.latent["y"][i].numpy()
         # y = X w + eps is jointly Gaussian: Cov = tau^2 X X' + sigma^2 I

@@ -6,18 +6,32 @@ A = -exp(A_log) (S4D-real init), the selective scan h_t = exp(dt_t A) h_{t-1} + 
 y_t = C_t h_t + D u_t, gated by SiLU(z), out_proj. On CUDA the ``mamba_ssm`` kernel
 ``selective_scan_fn`` is used when it is installed.
 
+``variant="authors"``: the Mamba of Paper I's reference code (``vishalmisra/bayesian-wind-tunnel``,
+``experiments/paper1_hmm/train_mamba.py``). Its blocks are ``x + mixer(x)`` (no pre-norm) and the
+final norm is a LayerNorm; in the mixer dt has rank 1 (dt_proj weight U(+-0.01), bias 0.1, so dt
+starts at softplus(0.1)), dt = clamp(softplus(.), 1e-4, 10), A = -exp(min(A_log, 5)) with one
+A_log (d_state,) shared by all channels, A = -0.1 [1..d_state] at init, and the scan output
+passes a LayerNorm(d_inner) before the D skip: out_proj((LN(scan) + D u) * SiLU(z)). The head is
+our ``OutputHead``: a Linear with bias and PyTorch's initialisation, as theirs (their embedding
+is PyTorch's N(0, 1): ``init="torch"``). One departure: their scan also clamps exp's argument to
+[-20, 0], dt B u to +-10 and the state to +-100, and their model zeroes NaNs in the residual
+stream; these numerical guard rails are left out, so the scan runs in the C++ kernel (or
+``mamba_ssm``'s) rather than a Python loop over time. They do nothing unless a value reaches them.
+
 Capture points: ``embed``, ``blocks.{i}.ssm.dt`` (B, T, d_inner), ``blocks.{i}.ssm.B`` and
-``blocks.{i}.ssm.C`` (B, T, d_state), ``blocks.{i}.resid_post`` (B, T, d), ``final``.
+``blocks.{i}.ssm.C`` (B, T, d_state), ``blocks.{i}.resid_post`` (B, T, d), ``final`` (the same
+for both variants; the authors' dt is captured after its clamp).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import nn
 
 from windtunnel.models import scan_ext
@@ -40,6 +54,17 @@ class MambaConfig(ModelConfig):
     expand: int = Field(2, ge=1, le=8)
     dt_rank: int | None = Field(None, ge=1, description="rank of the dt projection; default ceil(d_model / 16)")
     pos_embed: bool = Field(False, description="add learned absolute position embeddings")
+    variant: Literal["reference", "authors"] = Field(
+        "reference", description="reference: Gu & Dao's Mamba (pre-RMSNorm blocks, final RMSNorm); authors: the Mamba "
+                                 "of Paper I's code (dt rank 1, A shared by the channels, LayerNorm after the scan, "
+                                 "no pre-norm, final LayerNorm; docs/models.md)")
+
+    @model_validator(mode="after")
+    def _check_variant(self):
+        if self.variant == "authors" and self.dt_rank not in (None, 1):
+            raise ValueError(f"dt_rank={self.dt_rank} does not go with variant='authors', whose dt has rank 1; "
+                             "leave dt_rank unset")
+        return self
 
     @property
     def has_position_table(self) -> bool:
@@ -47,7 +72,9 @@ class MambaConfig(ModelConfig):
 
     def resolve(self, spec: TaskSpec) -> MambaConfig:
         cfg = super().resolve(spec)
-        return cfg if cfg.dt_rank is not None else cfg.replace(dt_rank=math.ceil(cfg.d_model / 16))
+        if cfg.dt_rank is not None:
+            return cfg
+        return cfg.replace(dt_rank=1 if cfg.variant == "authors" else math.ceil(cfg.d_model / 16))
 
 
 # ---------------------------------------------------------------------------------------
@@ -204,28 +231,45 @@ def init_dt_bias_(bias: torch.Tensor, dt_min: float = 1e-3, dt_max: float = 0.1)
 
 
 class MambaMixer(nn.Module):
-    """The selective SSM of one Mamba block (parameter names as in ``mamba_ssm``)."""
+    """The selective SSM of one Mamba block (parameter names as in ``mamba_ssm``); with
+    ``variant="authors"`` the authors' (module docstring): rank-1 dt, one A_log (d_state,) for all
+    channels, and ``norm``, the LayerNorm(d_inner) of the scan output."""
 
     captures = ("dt", "B", "C")
 
     def __init__(self, cfg: MambaConfig):
         super().__init__()
-        d, di, n, r = cfg.d_model, cfg.expand * cfg.d_model, cfg.d_state, cfg.dt_rank
+        self.authors = cfg.variant == "authors"
+        d, di, n = cfg.d_model, cfg.expand * cfg.d_model, cfg.d_state
+        r = 1 if self.authors else cfg.dt_rank
         self.sizes = (r, n, n)
         self.in_proj = nn.Linear(d, 2 * di, bias=False)
         self.conv1d = nn.Conv1d(di, di, cfg.d_conv, groups=di, padding=cfg.d_conv - 1)
         self.x_proj = nn.Linear(di, r + 2 * n, bias=False)
         self.dt_proj = nn.Linear(r, di)
-        self.A_log = nn.Parameter(torch.log(torch.arange(1, n + 1, dtype=torch.float32)).repeat(di, 1))
+        a = torch.arange(1, n + 1, dtype=torch.float32)
+        self.A_log = nn.Parameter(torch.log(0.1 * a) if self.authors else torch.log(a).repeat(di, 1))
         self.D = nn.Parameter(torch.ones(di))
         self.out_proj = nn.Linear(di, d, bias=False)
+        self.norm = nn.LayerNorm(di) if self.authors else None
         self._init_dt(r)
 
     @torch.no_grad()
     def _init_dt(self, dt_rank: int) -> None:
-        """dt_proj weight U(+-dt_rank^-0.5); bias = softplus^-1 of dt ~ log-uniform[dt_min, dt_max]."""
+        """dt_proj weight U(+-dt_rank^-0.5); bias = softplus^-1 of dt ~ log-uniform[dt_min, dt_max].
+        The authors': weight U(+-0.01), bias 0.1."""
+        if self.authors:
+            nn.init.uniform_(self.dt_proj.weight, -0.01, 0.01)
+            nn.init.constant_(self.dt_proj.bias, 0.1)
+            return
         nn.init.uniform_(self.dt_proj.weight, -dt_rank ** -0.5, dt_rank ** -0.5)
         init_dt_bias_(self.dt_proj.bias)
+
+    def A(self) -> torch.Tensor:
+        """The state matrix's diagonals, (d_inner, d_state)."""
+        if self.authors:
+            return -torch.exp(self.A_log.clamp(max=5.0)).repeat(len(self.D), 1)
+        return -torch.exp(self.A_log)
 
     def forward(self, x: torch.Tensor, cache: Capture, name: str) -> torch.Tensor:
         u, z = self.in_proj(x).chunk(2, dim=-1)
@@ -234,7 +278,12 @@ class MambaMixer(nn.Module):
         dt = self.dt_proj(dt)
         cache.put(f"{name}.B", B)
         cache.put(f"{name}.C", C)
-        A = -torch.exp(self.A_log)
+        A = self.A()
+        if self.authors:  # scan without D, then LayerNorm, the D skip and the gate
+            dt = F.softplus(dt).clamp(1e-4, 10.0)
+            cache.put(f"{name}.dt", dt)
+            y = self.norm(selective_scan(u, dt, A, B, C, torch.zeros_like(self.D))) + self.D * u
+            return self.out_proj(y * F.silu(z))
         if u.device.type == "cpu" and scan_ext.use_cpp():  # softplus, scan and gate in one C++ pass
             if cache.wants(f"{name}.dt"):
                 cache.put(f"{name}.dt", F.softplus(dt))
@@ -249,9 +298,11 @@ class MambaMixer(nn.Module):
 
 
 class MambaBlock(nn.Module):
+    """x + mixer(rmsnorm(x)); the authors': x + mixer(x)."""
+
     def __init__(self, cfg: MambaConfig):
         super().__init__()
-        self.norm = RMSNorm(cfg.d_model, eps=1e-5)
+        self.norm = nn.Identity() if cfg.variant == "authors" else RMSNorm(cfg.d_model, eps=1e-5)
         self.mixer = MambaMixer(cfg)
 
     def forward(self, x: torch.Tensor, cache: Capture, name: str) -> torch.Tensor:
@@ -262,7 +313,11 @@ class MambaBlock(nn.Module):
 
 @register_model
 class Mamba(WindModel):
-    """Embed (+ optional positions), residual Mamba blocks, final RMSNorm, head."""
+    """Embed (+ optional positions), residual Mamba blocks, final RMSNorm (authors: LayerNorm), head.
+
+    ``init`` acts on the embeddings only: the mixers keep their own dt and A initialisation
+    under either scheme (a generic re-initialisation such as ``self.apply(init_normal)`` would
+    overwrite it)."""
 
     name = "mamba"
     Config = MambaConfig
@@ -273,7 +328,7 @@ class Mamba(WindModel):
         c = self.config
         self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
         self.blocks = nn.ModuleList(MambaBlock(c) for _ in range(c.n_layers))
-        self.norm_f = RMSNorm(c.d_model, eps=1e-5)
+        self.norm_f = nn.LayerNorm(c.d_model) if c.variant == "authors" else RMSNorm(c.d_model, eps=1e-5)
         self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
 
     def capture_names(self) -> list[str]:

@@ -112,6 +112,7 @@ def sweep_report(folder: Path) -> tuple[str, str]:
     title = f"windtunnel report: sweep {sweep.name}"
     lines = [sweep_markdown(summary, sweep, title), ""]
     lines += scorecard_section(folder)
+    lines += tune_section(folder)
     lines += claims_section(folder, runs)
     experiments = list(dict.fromkeys(r.experiment for r in runs))
     rule_metric = {e: r.metric for r in (sweep.primitives.rules.values() if sweep.primitives else []) for e in r.experiments()}
@@ -212,12 +213,73 @@ def scorecard_section(folder: Path) -> list[str]:
     body = [[prim, f"{row['task']} ({row['metric'].replace('_', ' ')})", cell(row["model"]), cell(row[doc["reference"]])]
             for prim, row in doc["primitives"].items()]
     model = html.escape(doc["model"], quote=False)
-    return ([f"## Scorecard: {model}", "",
-             f"Seeds {', '.join(map(str, doc['seeds']))}; {doc['finished']} of {doc['n_runs']} runs finished. Score = "
-             f"fraction of the best baseline's gap to the exact posterior closed at the training length (yes at ≥ "
-             f"{doc['realised']}, partial at ≥ {doc['partial']}); brackets: the scores at the ends of the 95% "
-             "interval over seeds. Calibration, length and training plots per task follow.", ""]
-            + table(["primitive", "task (metric)", model, doc["reference"]], body) + [""])
+    lines = ([f"## Scorecard: {model}", "",
+              f"Seeds {', '.join(map(str, doc['seeds']))}; {doc['finished']} of {doc['n_runs']} runs finished. Score = "
+              f"fraction of the best baseline's gap to the exact posterior closed at the training length (yes at ≥ "
+              f"{doc['realised']}, partial at ≥ {doc['partial']}); brackets: the scores at the ends of the 95% "
+              "interval over seeds. Calibration, length and training plots per task follow.", ""]
+             + table(["primitive", "task (metric)", model, doc["reference"]], body) + [""])
+    return lines + ladder_section(folder, doc)
+
+
+def ladder_section(folder: Path, doc: dict[str, Any]) -> list[str]:
+    """The scorecard's difficulty ladders: architecture x rung, as a table and a heat map."""
+    ladders = {p: steps for p, steps in doc.get("ladder", {}).items() if len(steps) > 1}
+    if not ladders:
+        return []
+    who = {doc["model"]: "model", doc["reference"]: doc["reference"]}
+    scores: dict[str, dict[str, float | None]] = {}
+    body = []
+    for prim, steps in ladders.items():
+        for label, key in who.items():
+            row = [prim, html.escape(label, quote=False)]
+            for st in steps:
+                r = st[key]
+                col = f"{prim}: {st['experiment']}"
+                scores.setdefault(label, {})[col] = None if not r or r.get("score") is None else r["score"]
+                row.append(f"{st['experiment']} " + ("-" if scores[label][col] is None else f"{r['verdict']} {r['score']:.2f}"))
+            row.append(doc["highest"][label].get(prim) or "none")
+            body.append(row)
+    width = max(len(r) for r in body)
+    body = [r[:-1] + [""] * (width - len(r)) + r[-1:] for r in body]
+    plots.ladder_heatmap(scores, folder / FILES / "ladder.png", title="primitive score per rung (outlined: realised)",
+                         realised=doc["realised"])
+    head = ["primitive", "architecture", *[f"rung {i + 1}" for i in range(width - 3)], "highest rung realised"]
+    return (["### Difficulty ladders", "",
+             "Each tunnel at rungs of its own parameters, easiest first (the rung without a suffix is the "
+             "profile's own setting, scored in the table above).", ""]
+            + table(head, body) + ["", _img(f"{FILES}/ladder.png", "scores per rung"), ""])
+
+
+def tune_section(folder: Path) -> list[str]:
+    """Every tuning search in the folder (``tune-*.json``): the probe metric against the learning
+    rate per architecture and task, and each search's table."""
+    from windtunnel.sweep.tune import read_tunes, tune_name
+
+    docs = [d for d in read_tunes(folder) if "train.lr" in d["spec"]["grid"]]
+    if not docs:
+        return []
+    lines = ["## Tuning", "",
+             "Successive halving over the learning rate (`windtunnel tune`): every candidate trains to the first "
+             "rung, the best resume to the next, the winner to the end. A line per rung: the held-out probe of the "
+             "candidates that reached it.", ""]
+    for task in dict.fromkeys(d["task"] for d in docs):
+        mine = [d for d in docs if d["task"] == task]
+        per_model: dict[str, dict[int, list]] = {}
+        for d in mine:
+            rungs = per_model.setdefault(d["model"] + (" (every candidate to the end)" if d["spec"]["full"] else ""), {})
+            for c in d["candidates"]:
+                for step, value in c["scores"].items():
+                    if value is not None:
+                        rungs.setdefault(int(step), []).append((c["point"]["train.lr"], value))
+        slug = re.sub(r"[^A-Za-z0-9_-]", "_", task)
+        plots.tune_plot(per_model, folder / FILES / f"tune_{slug}.png", mine[0]["metric"], title=f"{task}: tuning")
+        lines += [f"### {html.escape(task, quote=False)}", "", _img(f"{FILES}/tune_{slug}.png", f"{task} tuning"), ""]
+        for d in mine:
+            md = folder / f"{tune_name(d['task'], d['model'], d['spec']['full'])}.md"
+            if md.is_file():
+                lines += [_demote(md.read_text(), 1), ""]
+    return lines
 
 
 def claims_section(folder: Path, runs: list) -> list[str]:
@@ -359,6 +421,9 @@ def write_report(folder: Path | str) -> dict[str, Path]:
         title, md = sweep_report(folder)
     elif RunDir(folder).is_run():
         title, md = run_report(folder)
+    elif list(folder.glob("tune-*.json")):
+        title = f"windtunnel report: tuning in {folder.name}"
+        md = "\n".join([f"# {title}", "", *tune_section(folder)])
     else:
         raise ConfigError(
             f"{folder} is neither a sweep folder (sweep.json, from `windtunnel sweep` or `windtunnel run`) "

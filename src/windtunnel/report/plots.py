@@ -63,3 +63,51 @@ def training_curves_plot(curves: dict[str, tuple[list[int], list[float]]], path:
               "accuracy": "probe accuracy"}.get(metric, f"probe {metric}")
     log_axes(ax, "training step", ylabel, title, log=log)
     return save_figure(fig, path)
+
+
+def ladder_heatmap(scores: dict[str, dict[str, float | None]], path: Path | str, title: str = "",
+                   realised: float = 0.9) -> Path:
+    """Primitive scores as a heat map: a row per architecture, a column per rung (``None``: not
+    run); cells at or above ``realised`` are outlined."""
+    import numpy as np
+
+    rows = list(scores)
+    cols = list(dict.fromkeys(c for r in rows for c in scores[r]))
+    grid = np.array([[np.nan if scores[r].get(c) is None else scores[r][c] for c in cols] for r in rows], dtype=float)
+    fig, ax = plt.subplots(figsize=(1.0 + 1.1 * len(cols), 0.9 + 0.45 * len(rows)))
+    im = ax.imshow(np.clip(grid, -1, 1), cmap="RdYlGn", vmin=-1, vmax=1, aspect="auto")
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            v = grid[i, j]
+            ax.text(j, i, "-" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=8)
+            if not np.isnan(v) and v >= realised:
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2, ec="black"))
+    ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    fig.colorbar(im, ax=ax, label="score (gap closed)", shrink=0.8)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return save_figure(fig, path)
+
+
+def tune_plot(per_model: dict[str, dict[int, list[tuple[float, float]]]], path: Path | str, metric: str,
+              title: str = "") -> Path:
+    """A tuning search: the probe ``metric`` against the learning rate, a colour per architecture
+    and a line per rung (``{model: {step: [(lr, value), ...]}}``; the last rung solid, earlier ones
+    dotted and dashed, so the candidates each rung dropped stay visible)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    log = metric != "accuracy"
+    styles = [":", "--", "-."]
+    for i, (label, rungs) in enumerate(per_model.items()):
+        colour = f"C{i % 10}"
+        steps = sorted(rungs)
+        for j, step in enumerate(steps):
+            pts = sorted(rungs[step])
+            style = "-" if step == steps[-1] else styles[j % len(styles)]
+            ax.plot([p[0] for p in pts], [max(p[1], 1e-6) if log else p[1] for p in pts], style, marker="o", ms=4,
+                    color=colour, label=f"{label} @ step {step}")
+    ax.set_xscale("log")
+    ylabel = {"kl_bayes_model": "probe KL(Bayes || model) (bits)", "accuracy": "probe accuracy",
+              "entropy_error": "probe entropy error (bits)"}.get(metric, metric)
+    log_axes(ax, "learning rate", ylabel, title, log=log)
+    return save_figure(fig, path)

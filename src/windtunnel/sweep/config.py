@@ -80,6 +80,11 @@ class Experiment(_WithOverrides):
     profile: str | None = Field(None, description="config profile (default: the sweep's)")
     overrides: list[str] = Field(default_factory=list, description="section.field=value for every run of it")
     grid: Grid = Field(default_factory=dict, description="extra grid axes (win over the sweep's)")
+    model_overrides: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="architecture -> section.field=value for its runs alone, after the experiment's overrides "
+                    "(e.g. the learning rate `windtunnel tune` found for it)",
+    )
     match_capacity: str | None = Field(
         "transformer",
         description="match every other model's parameter count to this architecture's (trained or not; null: sizes as given)",
@@ -89,7 +94,18 @@ class Experiment(_WithOverrides):
     def _check(self):
         if isinstance(self.task, list) and not self.task:
             raise ValueError("task is an empty list")
+        for model, items in self.model_overrides.items():
+            if model not in self.models:
+                raise ValueError(f"model_overrides names {model!r}, which is not among models {self.models}")
+            try:
+                parse_overrides(items)
+            except ConfigError as exc:
+                raise ValueError(f"model_overrides.{model}: {exc}") from None
         return self
+
+    def model_override_pairs(self, model: str) -> list[Override]:
+        """``model_overrides[model]`` as ``(section.field, value)`` pairs (none for other models)."""
+        return parse_overrides(self.model_overrides.get(model, []))
 
     def tasks(self) -> list[str]:
         return self.task if isinstance(self.task, list) else [self.task]
@@ -211,8 +227,13 @@ class SweepConfig(_WithOverrides):
         return self
 
     def content_hash(self) -> str:
-        """The hash of what the sweep computes: ``jobs`` (how many run at once) is left out."""
-        blob = json.dumps(self.model_dump(mode="json", exclude={"jobs"}), sort_keys=True)
+        """The hash of what the sweep computes: ``jobs`` (how many run at once) is left out, and so
+        is an empty ``model_overrides`` (sweeps written before it existed keep their folders)."""
+        doc = self.model_dump(mode="json", exclude={"jobs"})
+        for exp in doc["experiments"]:
+            if not exp["model_overrides"]:
+                del exp["model_overrides"]
+        blob = json.dumps(doc, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from windtunnel.config import Overrides, as_overrides
 from windtunnel.models import match_capacity, model_class
@@ -42,16 +42,19 @@ def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
 
 
-def matched_configs(task: str, models: list[str], profile: str | None, overrides: Overrides | None,
+def matched_configs(task: str, models: list[str], profile: str | None,
+                    overrides: Overrides | Callable[[str], Overrides] | None,
                     reference: str | None, tol: float = 0.02) -> list[RunConfig]:
     """One run config per model; all but ``reference`` matched to its parameter count.
 
-    A reference that is not trained gets the task, train and eval overrides, and only those
+    ``overrides`` apply to every model, or, given as a function of the model's name, to each its
+    own. A reference that is not trained gets the task, train and eval overrides, and only those
     ``model_params`` overrides its own config has (e.g. ``model_params.init``; the per-position
     MLP's ``model_params.variant`` is the trained model's alone)."""
     from windtunnel.train.trainer import build, sized_model_params
 
-    configs = [resolve_run(task, name, profile, overrides) for name in models]
+    overrides_for = overrides if callable(overrides) else (lambda name: overrides)
+    configs = [resolve_run(task, name, profile, overrides_for(name)) for name in models]
     if reference is None:
         return configs
     if reference in models:
@@ -59,7 +62,7 @@ def matched_configs(task: str, models: list[str], profile: str | None, overrides
     else:  # sized as its profile gives it: model_params overrides address the trained models
         ref_fields = model_class(reference).Config.model_fields
         ref_cfg = resolve_run(task, reference, profile, [
-            (k, v) for k, v in as_overrides(overrides)
+            (k, v) for k, v in as_overrides(overrides_for(reference))
             if not k.startswith("model_params.") or k.removeprefix("model_params.") in ref_fields])
     _, ref_model = build(ref_cfg)
     target = ref_model.n_params()
@@ -82,8 +85,9 @@ def expand(sweep: SweepConfig, overrides: Overrides | None = None,
     the sweep's and the experiment's own; ``grid`` axes replace or extend the sweep's (e.g. from
     ``windtunnel sweep --grid train.seed=0,1,2``). Grid values reach the run configs as they are
     (no text in between).
-    The order of overrides, lowest first: profile, sweep overrides, experiment overrides,
-    grid point, ``overrides``.
+    The order of overrides, lowest first: profile (with the settings it commits per model),
+    sweep overrides, experiment overrides, the experiment's overrides of this model, grid point,
+    ``overrides``.
     """
     runs: list[SweepRun] = []
     seen: set[tuple[str, str]] = set()
@@ -91,7 +95,10 @@ def expand(sweep: SweepConfig, overrides: Overrides | None = None,
         axes = {**sweep.grid, **exp.grid, **(grid or {})}
         for task in exp.tasks():
             for point in grid_points(axes):
-                ovr = [*sweep.override_pairs, *exp.override_pairs, *point.items(), *as_overrides(overrides)]
+                def ovr(model: str, point=point, exp=exp) -> list:
+                    return [*sweep.override_pairs, *exp.override_pairs, *exp.model_override_pairs(model),
+                            *point.items(), *as_overrides(overrides)]
+
                 for cfg in matched_configs(task, exp.models, exp.profile or sweep.profile, ovr, exp.match_capacity):
                     run = SweepRun(cfg, exp.label(task), dict(point))
                     if (run.name, run.experiment) not in seen:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from windtunnel.config import ConfigError
+from windtunnel.config import ConfigError, Overrides, as_overrides
 from windtunnel.files import atomic_write_text, jsonable
 from windtunnel.sweep.config import SweepConfig, load_sweep
-from windtunnel.train.config import profile_tasks
+from windtunnel.train.config import load_profile, profile_tasks
 
 #: primitive -> (task, metric scored at the training length), in the scorecard's order
 PRIMITIVES: dict[str, tuple[str, str]] = {
@@ -34,23 +34,64 @@ BUDGET = {"quick": "paper1-quick", "paper": "paper1"}
 SCORECARD_FILE = "scorecard.json"
 
 
-def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
-                    primitives: list[str] | None = None) -> SweepConfig:
-    """The sweep behind a scorecard: one experiment per primitive's task, MODEL beside the
-    transformer (capacity-matched to it), ``seeds`` seeds, the primitive rules."""
+def rung_label(task: str, rung: dict[str, Any]) -> str:
+    """The experiment name of a rung: ``hmm@S2_O2``."""
+    return f"{task}@" + "_".join(f"{k}{v}" for k, v in rung.items())
+
+
+def ladder(profile: str, task: str) -> list[tuple[str, dict[str, Any]]]:
+    """(experiment name, task_params overrides) of each rung of ``task`` in ``profile``, easiest
+    first (the profile's ``rungs``). The rung that is the profile's own setting keeps the plain task
+    name (its runs are those of ``paper1-quick``); a profile without rungs has that one alone."""
+    prof = load_profile(profile, task)
+    own = prof.get("task_params", {})
+    out = []
+    for rung in prof.get("rungs", []):
+        is_own = all(own.get(k) == v for k, v in rung.items())
+        out.append((task, {}) if is_own else (rung_label(task, rung), dict(rung)))
+    return out if (task, {}) in out else [*out, (task, {})]
+
+
+def chosen_primitives(profile: str, primitives: list[str] | None) -> list[str]:
+    """``primitives`` checked against the profile (None: every primitive whose tunnel it has)."""
     have = profile_tasks(profile)
-    if primitives is None:  # every primitive whose tunnel the profile has (paper: the three of Paper I)
-        chosen = [p for p, (task, _) in PRIMITIVES.items() if task in have]
-    else:
-        chosen = primitives
+    chosen = [p for p, (task, _) in PRIMITIVES.items() if task in have] if primitives is None else primitives
     unknown = [p for p in chosen if p not in PRIMITIVES]
     if unknown or not chosen:
         raise ConfigError(f"primitives {unknown or chosen}: choose from {', '.join(PRIMITIVES)}")
     lacking = [PRIMITIVES[p][0] for p in chosen if PRIMITIVES[p][0] not in have]
     if lacking:
         raise ConfigError(f"profile '{profile}' has no config for task(s) {', '.join(lacking)}; it has: {', '.join(have)}")
-    models = [REFERENCE] if model == REFERENCE else [REFERENCE, model]
+    return chosen
+
+
+def scorecard_models(model: str) -> list[str]:
+    return [REFERENCE] if model == REFERENCE else [REFERENCE, model]
+
+
+def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
+                    primitives: list[str] | None = None, rungs: bool = True,
+                    tuned: dict[str, dict[str, dict[str, Any]]] | None = None) -> SweepConfig:
+    """The sweep behind a scorecard: one experiment per primitive's task and rung (``rungs``;
+    else the profile's own setting alone), MODEL beside the transformer (capacity-matched to it),
+    ``seeds`` seeds, one primitive rule per rung (``transport``, ``transport@S2_O2``, ...).
+    ``tuned`` gives, per task and model, the settings :mod:`~windtunnel.sweep.tune` found (for
+    every rung of that task)."""
+    chosen = chosen_primitives(profile, primitives)
     budget = load_sweep(BUDGET[profile]) if profile in BUDGET else None
+    experiments, rules = [], {}
+    for prim in chosen:
+        task, metric = PRIMITIVES[prim]
+        by_model = {m: [f"{k}={json.dumps(v)}" for k, v in point.items()]
+                    for m, point in (tuned or {}).get(task, {}).items()}
+        for name, params in ladder(profile, task) if rungs else [(task, {})]:
+            exp = {"task": task, "models": scorecard_models(model), "match_capacity": REFERENCE}
+            if name != task:
+                exp.update(name=name, overrides=[f"task_params.{k}={json.dumps(v)}" for k, v in params.items()])
+            if by_model:
+                exp["model_overrides"] = by_model
+            experiments.append(exp)
+            rules[prim if name == task else f"{prim}@{name.partition('@')[2]}"] = {"experiment": name, "metric": metric}
     doc = {
         "name": f"scorecard-{model.replace(':', '.')}",
         "description": (f"Primitive scorecard of {model} beside the transformer ({profile} profiles, "
@@ -58,25 +99,93 @@ def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
         "profile": profile,
         "paper": "paper1",
         "grid": {"train.seed": list(range(seeds))},
-        "experiments": [{"task": PRIMITIVES[p][0], "models": models, "match_capacity": REFERENCE} for p in chosen],
-        "primitives": {"rules": {p: {"experiment": PRIMITIVES[p][0], "metric": PRIMITIVES[p][1]} for p in chosen}},
+        "experiments": experiments,
+        "primitives": {"rules": rules},
     }
     if budget is not None:
         doc.update(overrides=budget.overrides, jobs=budget.jobs)
     return SweepConfig.build(doc, where="scorecard")
 
 
+def budget_overrides(profile: str, overrides: Overrides | None = None) -> list:
+    """The overrides of the sweep whose budget a profile's scorecard takes (one thread per run for
+    ``quick``), then ``overrides``."""
+    budget = load_sweep(BUDGET[profile]) if profile in BUDGET else None
+    return [*(budget.override_pairs if budget else []), *as_overrides(overrides)]
+
+
+def budget_jobs(profile: str, jobs: int | str | None, configs: list) -> int:
+    """How many runs train at once: ``jobs``, else the budget sweep's (``auto`` for ``quick``)."""
+    from windtunnel.sweep.expand import SweepRun
+    from windtunnel.sweep.run import resolve_jobs
+
+    if jobs is None:
+        jobs = load_sweep(BUDGET[profile]).jobs if profile in BUDGET else 1
+    return resolve_jobs(jobs, [SweepRun(c, c.task) for c in configs])
+
+
+def tune_configs(task: str, models: list[str], profile: str = "quick", overrides: Overrides | None = None) -> list:
+    """The run configs a search starts from: each model on ``task`` at the profile's own rung with
+    the scorecard's budget, capacity-matched to the transformer (its runs are the scorecard's)."""
+    from windtunnel.sweep.expand import matched_configs
+
+    both = [REFERENCE, *[m for m in models if m != REFERENCE]]
+    configs = matched_configs(task, both, profile, budget_overrides(profile, overrides), REFERENCE)
+    return [c for c in configs if c.model in models]
+
+
+def tune_scorecard(model: str, out: Path, profile: str = "quick", primitives: list[str] | None = None,
+                   overrides: Overrides | None = None, jobs: int | str | None = None,
+                   log: Callable[[str], None] = print) -> dict[str, dict[str, dict[str, Any]]]:
+    """Tune, by :func:`~windtunnel.sweep.tune.tune` at each tunnel's own rung, every model of the
+    scorecard whose profile commits no setting for it (the transformer included); returns
+    ``{task: {model: best grid point}}`` for :func:`scorecard_sweep`. The candidates' runs live in
+    ``out`` beside the scorecard's, so the winner's run is the scorecard's run."""
+    from windtunnel.sweep.tune import TuneSpec, tune_in_folder
+
+    tuned: dict[str, dict[str, dict[str, Any]]] = {}
+    for prim in chosen_primitives(profile, primitives):
+        task, metric = PRIMITIVES[prim]
+        committed = load_profile(profile, task).get("tuned", {})
+        todo = [m for m in scorecard_models(model) if m not in committed]
+        if not todo:
+            continue
+        configs = tune_configs(task, todo, profile, overrides)
+        n = budget_jobs(profile, jobs, configs)
+        for cfg in configs:
+            tuned.setdefault(task, {})[cfg.model] = tune_in_folder(cfg, out, TuneSpec(metric=metric), n, log).best
+    return tuned
+
+
+def task_metric(task: str) -> str:
+    """The metric a task's primitive is scored by (KL for a task outside the scorecard)."""
+    return next((metric for t, metric in PRIMITIVES.values() if t == task), "kl_bayes_model")
+
+
 def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str) -> dict[str, Any]:
-    """``scorecard.json``: per primitive the model's and the transformer's score, interval and verdict."""
+    """``scorecard.json``: per primitive the model's and the transformer's score, interval and
+    verdict at the profile's own rung (``primitives``), every rung (``ladder``, easiest first)
+    and the highest rung each realises (``highest``)."""
     prims = summary.get("primitives") or {}
-    rows = {}
-    for prim, rule in sweep.primitives.rules.items():
-        rows[prim] = {"task": rule.experiment, "metric": rule.metric,
-                      "model": prims.get(model, {}).get(prim), REFERENCE: prims.get(REFERENCE, {}).get(prim)}
+    rows, ladders = {}, {}
+    for name, rule in sweep.primitives.rules.items():
+        prim, _, rung = name.partition("@")
+        row = {"task": rule.experiment.partition("@")[0], "metric": rule.metric, "experiment": rule.experiment,
+               "model": prims.get(model, {}).get(name), REFERENCE: prims.get(REFERENCE, {}).get(name)}
+        if not rung:
+            rows[prim] = row
+        ladders.setdefault(prim, []).append({"rung": rung or "profile", **row})
+    exps = {e.label(t): e for e in sweep.experiments for t in e.tasks()}
+    for prim, steps in ladders.items():
+        for step in steps:
+            step["params"] = dict(exps[step["experiment"]].override_pairs)
+    highest = {who: {prim: next((s["experiment"] for s in reversed(steps)
+                                 if (s[key] or {}).get("verdict") == "yes"), None) for prim, steps in ladders.items()}
+               for who, key in ((model, "model"), (REFERENCE, REFERENCE))}
     return {"model": model, "reference": REFERENCE, "profile": sweep.profile, "seeds": sweep.grid["train.seed"],
             "realised": sweep.primitives.realised, "partial": sweep.primitives.partial,
             "finished": summary["finished"], "n_runs": summary["n_runs"], "missing": summary["missing"],
-            "primitives": rows}
+            "primitives": rows, "ladder": ladders, "highest": highest}
 
 
 def write_scorecard(out: Path, summary: dict[str, Any], sweep: SweepConfig, model: str) -> dict[str, Any]:

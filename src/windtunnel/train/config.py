@@ -123,12 +123,21 @@ def profile_model_defaults(prof: dict[str, Any], config_cls: type) -> dict[str, 
     return {k: v for k, v in prof.get("model_defaults", {}).items() if k in config_cls.model_fields}
 
 
+def tuned_train(prof: dict[str, Any], model: str) -> dict[str, Any]:
+    """The training settings a profile commits for ``model`` (its ``tuned`` block: the winners of
+    ``windtunnel tune``, each traceable to a search table in docs/sweeps.md); {} when it has none.
+    Keys that start with ``_`` (the table a value came from) are notes, not settings."""
+    block = prof.get("tuned", {}).get(model, {})
+    return {k: v for k, v in block.items() if not k.startswith("_")}
+
+
 def resolve_run(
     task: str, model: str, profile: str | None = "quick", overrides: Overrides | None = None
 ) -> RunConfig:
     """A validated :class:`RunConfig` for one architecture from a profile plus overrides.
 
-    ``overrides`` map dotted keys to values, applied in order: ``{"task_params.V": 10,
+    The profile's ``train`` section is completed by the settings it commits for this model
+    (:func:`tuned_train`). ``overrides`` map dotted keys to values, applied in order: ``{"task_params.V": 10,
     "model_params.d_model": 128, "train.steps": 500, "eval.lengths": [30, 50]}`` (or a list of
     such pairs); ``WINDTUNNEL_FORCE_SET`` applies after them.
     """
@@ -147,7 +156,7 @@ def resolve_run(
         doc.update(
             task_params=prof.get("task_params", {}),
             model_params=params,
-            train=prof.get("train", {}),
+            train={**prof.get("train", {}), **tuned_train(prof, model)},
             eval=prof.get("eval", {}),
         )
     doc = apply_overrides(doc, [*as_overrides(overrides), *forced_overrides()])

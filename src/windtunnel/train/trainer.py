@@ -139,12 +139,17 @@ def seeded_model(config: RunConfig, task: Task, params: dict[str, Any]) -> torch
 # ---------------------------------------------------------------------------------------
 # The loop
 # ---------------------------------------------------------------------------------------
-def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluate_at_end: bool = True) -> RunResult:
+def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluate_at_end: bool = True,
+          stop_at: int | None = None) -> RunResult:
     """Train (or resume, or just load a finished) run in ``run_dir`` and evaluate it.
 
     The run directory is locked while this runs (:mod:`windtunnel.lock`). A SIGINT or SIGTERM
     stops training after the current step with a resumable checkpoint and raises
     :class:`~windtunnel.interrupt.Interrupted`; calling ``train`` again continues exactly.
+
+    ``stop_at`` pauses the run at that step (a pilot of the tuner's successive halving): it
+    trains the very run of ``config`` (same schedule, same data) up to ``stop_at`` steps, writes
+    a resumable checkpoint and returns without evaluating; a later call continues it exactly.
     """
     run_dir = Path(run_dir)
     tc = config.train
@@ -157,9 +162,10 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
         run = RunDir(run_dir)
         run.write_config(config)
         model.to(device)
-        step, seconds = _train_loop(config, run, task, model, loss_kind, device, progress, stop)
+        end = tc.steps if stop_at is None else min(max(0, stop_at), tc.steps)
+        step, seconds = _train_loop(config, run, task, model, loss_kind, device, progress, stop, end)
         result_eval: dict[str, Any] = {}
-        if evaluate_at_end:
+        if evaluate_at_end and step >= tc.steps:
             existing = run.eval()
             if existing is not None:
                 result_eval = existing
@@ -172,8 +178,9 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
 
 
 def _train_loop(config: RunConfig, run: RunDir, task: Task, model: torch.nn.Module, loss_kind: str,
-                device: torch.device, progress: bool, stop: StopFlag) -> tuple[int, float]:
-    """Resume from the newest resumable checkpoint and train to ``train.steps``; returns (steps, seconds).
+                device: torch.device, progress: bool, stop: StopFlag, end: int) -> tuple[int, float]:
+    """Resume from the newest resumable checkpoint and train to step ``end`` (``train.steps`` or
+    a pause before it); returns (steps, seconds).
 
     Metrics lines are kept in memory and appended to ``metrics.jsonl`` before each checkpoint and
     probe check, so the log on disk always covers the newest resumable checkpoint.
@@ -222,7 +229,7 @@ def _train_loop(config: RunConfig, run: RunDir, task: Task, model: torch.nn.Modu
     amp = autocast_dtype(tc.precision, device)
     bar = progress_bar(tc.steps, initial=step, desc=config.run_name(), enabled=progress)
     last_resume = time.monotonic()
-    while step < tc.steps:
+    while step < end:
         if stop.signum is not None:
             if saved != step:
                 checkpoint(resumable=True)
@@ -252,11 +259,11 @@ def _train_loop(config: RunConfig, run: RunDir, task: Task, model: torch.nn.Modu
         bar.update(1)
 
         row = {"step": step, "loss": loss.item(), "lr": opt.param_groups[0]["lr"], "grad_norm": float(gnorm), "seconds": seconds}
-        if step % eval_every == 0 or step == tc.steps:
+        if step % eval_every == 0 or step == end:
             row.update(probe_metrics(model, task, probe))
             bar.set_postfix(loss=f"{row['loss']:.4f}", dH=f"{row['probe_entropy_error']:.4f}")
         pending.append(json.dumps(row) + "\n")
-        if step == tc.steps or time.monotonic() - last_resume > tc.resume_every_s:
+        if step == end or time.monotonic() - last_resume > tc.resume_every_s:
             checkpoint(resumable=True)
             last_resume = time.monotonic()
         elif step in weight_steps:

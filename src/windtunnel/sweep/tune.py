@@ -1,0 +1,259 @@
+"""Tune a training setting of one architecture on one wind tunnel: successive halving over a grid.
+
+One protocol for every architecture, the transformer included (``windtunnel tune``, and
+``windtunnel scorecard`` for a model whose profile commits no value). The candidates are the
+points of a grid (by default five log-spaced learning rates from 1e-4 to 1e-2, as zoology's
+``np.logspace(-4, -2, 4)`` with one point more). Each candidate is the very run a sweep would
+train with that setting (same content-hashed folder, same schedule, same data), so nothing is
+thrown away:
+
+1. every candidate trains to the first rung (10% of ``train.steps`` by default) and pauses with a
+   resumable checkpoint; the held-out probe (``probe_*`` in ``metrics.jsonl``, sequences of the
+   ``probe`` split, never the evaluation's) scores it there;
+2. the best ``ceil(n / eta)`` resume to the next rung (30%), and so on; after the last rung one
+   candidate is left;
+3. the winner resumes to the end and is evaluated: it is the run the scorecard or sweep then
+   reuses.
+
+With the defaults (5 candidates, rungs 10% and 30%, eta 2) the search costs 5 x 0.1 + 3 x 0.2 +
+0.7 = 1.8 runs' steps, the winner's own run included. ``full=True`` trains every candidate to the
+end instead (the reference the halving is checked against in docs/sweeps.md). A candidate whose
+loss turns non-finite counts as the worst. The table of every candidate at every rung it
+reached is written as ``tune-<task>-<model>.json`` / ``.csv`` / ``.md`` in the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from pydantic import Field, model_validator
+
+from windtunnel.config import ConfigError, StrictConfig
+from windtunnel.files import atomic_write_text, jsonable
+from windtunnel.interrupt import StopFlag, stop_on_signals
+from windtunnel.lock import folder_lock
+from windtunnel.sweep.aggregate import LOWER_IS_BETTER, write_csv
+from windtunnel.sweep.config import Grid
+from windtunnel.sweep.expand import grid_points
+from windtunnel.sweep.run import Job, in_processes
+from windtunnel.tables import table
+from windtunnel.train.config import RunConfig, apply_overrides
+from windtunnel.train.rundir import RunDir
+
+#: np.logspace(-4, -2, 5), to three significant digits
+DEFAULT_LRS = [1e-4, 3.16e-4, 1e-3, 3.16e-3, 1e-2]
+
+
+class TuneSpec(StrictConfig):
+    """What is searched and how candidates are compared."""
+
+    grid: Grid = Field(default_factory=lambda: {"train.lr": list(DEFAULT_LRS)},
+                       description="section.field -> candidate values (cartesian product)")
+    rungs: list[float] = Field(default_factory=lambda: [0.1, 0.3],
+                               description="fractions of train.steps at which the candidates are compared (increasing, in (0, 1))")
+    eta: float = Field(2.0, gt=1, le=100, description="keep ceil(n / eta) candidates at each rung but the last, which keeps one")
+    metric: Literal["kl_bayes_model", "entropy_error", "accuracy"] = Field(
+        "kl_bayes_model", description="probe metric that ranks the candidates (ties: lower probe KL)")
+    full: bool = Field(False, description="train every candidate to the end (no halving)")
+
+    @model_validator(mode="after")
+    def _check(self):
+        r = self.rungs
+        if any(not 0 < f < 1 for f in r) or any(b <= a for a, b in zip(r, r[1:])):
+            raise ValueError(f"rungs = {r}: fractions of the run, increasing, each in (0, 1)")
+        return self
+
+
+@dataclass
+class TuneResult:
+    task: str
+    model: str
+    metric: str
+    rung_steps: list[int]
+    candidates: list[dict[str, Any]]
+    winner: dict[str, Any]
+    seconds: float = 0.0
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def best(self) -> dict[str, Any]:
+        """The winning grid point (``{"train.lr": 0.001}``)."""
+        return dict(self.winner["point"])
+
+
+def tune_name(task: str, model: str, full: bool = False) -> str:
+    """``tune-<task>-<model>`` (``-full`` for a search without halving, so both can share a folder)."""
+    return f"tune-{task}-{model.replace(':', '.')}" + ("-full" if full else "")
+
+
+def candidate_configs(base: RunConfig, grid: dict[str, list[Any]]) -> list[tuple[dict[str, Any], RunConfig]]:
+    """(grid point, run config) for every point of ``grid`` applied to ``base``."""
+    out = []
+    for point in grid_points(grid):
+        doc = apply_overrides(base.model_dump(mode="json"), list(point.items()))
+        out.append((point, RunConfig.build(doc, where=f"tune candidate {point}")))
+    return out
+
+
+def rung_steps(config: RunConfig, fractions: list[float]) -> list[int]:
+    """The steps of the rungs: each fraction of ``train.steps`` snapped to the probe's grid
+    (multiples of ``eval_every``, so that a run trained without pauses has its probe there too),
+    at least one probe interval in and before the end; repeats dropped."""
+    tc = config.train
+    every = tc.eval_every or max(1, tc.steps // 10)
+    steps = []
+    for f in fractions:
+        s = max(every, round(f * tc.steps / every) * every)
+        if s < tc.steps and s not in steps:
+            steps.append(s)
+    return steps
+
+
+def probe_at(run_dir: Path, step: int, metric: str) -> float | None:
+    """The probe's ``metric`` logged at ``step`` (None when the run has no probe there)."""
+    for row in reversed(RunDir(run_dir).metrics(step)):
+        if row.get("step") == step and f"probe_{metric}" in row:
+            return float(row[f"probe_{metric}"])
+    return None
+
+
+def train_to(config: dict[str, Any], run_dir: str, stop_at: int | None) -> None:
+    """Train (or resume) one candidate to ``stop_at`` (None: to the end, then evaluate)."""
+    from windtunnel.train.trainer import train
+
+    train(RunConfig.build(config, where="run"), Path(run_dir), progress=False, stop_at=stop_at)
+
+
+def _rank_key(metric: str, score: float | None, kl: float | None) -> tuple[float, float]:
+    """Sort key, best first: a missing or non-finite score (a diverged run) ranks last."""
+    def finite(v: float | None) -> float:
+        return v if v is not None and math.isfinite(v) else math.inf
+
+    primary = finite(score) if LOWER_IS_BETTER[metric] else -score if score is not None and math.isfinite(score) else math.inf
+    return primary, finite(kl)
+
+
+def tune(base: RunConfig, out: Path | str, spec: TuneSpec | None = None, jobs: int = 1,
+         log: Callable[[str], None] = print, stop: StopFlag | None = None) -> TuneResult:
+    """Successive halving of ``spec.grid`` around ``base`` (see the module doc); the runs live
+    in ``out/<run name>``, the table in ``out/tune-<task>-<model>.*``. Finished and paused
+    candidates are reused, so calling it again continues the search."""
+    spec, out, stop = spec or TuneSpec(), Path(out), stop or StopFlag()
+    rows = [{"point": p, "run": c.run_name(), "config": c, "scores": {}, "status": "running"}
+            for p, c in candidate_configs(base, spec.grid)]
+    steps_at = [] if spec.full else rung_steps(base, spec.rungs)
+    t0 = time.perf_counter()
+    alive = list(range(len(rows)))
+    for i, s in enumerate([*steps_at, base.train.steps]):
+        final = i == len(steps_at)
+        log(f"tune {base.task} {base.model}: {len(alive)} candidate(s) to step {s}" + (" (the end)" if final else ""))
+        work = [Job(rows[j]["run"], train_to, (rows[j]["config"].model_dump(mode="json"), str(out / rows[j]["run"]),
+                                               None if final else s)) for j in alive]
+        failed = in_processes(work, jobs, log, stop) if jobs > 1 else _in_this_process(work, log, stop)
+        for j in alive:
+            r = rows[j]
+            if r["run"] in failed:
+                r["status"], r["error"] = "failed", failed[r["run"]]
+            r["scores"][s] = probe_at(out / r["run"], s, spec.metric)
+            r["kl"] = probe_at(out / r["run"], s, "kl_bayes_model")
+        alive = [j for j in alive if rows[j]["status"] != "failed"]
+        if not alive:
+            raise ConfigError(f"tune {base.task} {base.model}: every candidate failed ("
+                              + "; ".join(f"{r['point']}: {r.get('error')}" for r in rows) + ")")
+        alive.sort(key=lambda j: _rank_key(spec.metric, rows[j]["scores"][s], rows[j]["kl"]))
+        keep = len(alive) if final else 1 if i == len(steps_at) - 1 else math.ceil(len(alive) / spec.eta)
+        for j in alive[keep:]:
+            rows[j]["status"] = f"stopped at step {s}"
+        alive = alive[:keep]
+    for j in alive:
+        rows[j]["status"] = "finished"
+    winner = rows[alive[0]]
+    winner["status"] = "winner"
+    ev = RunDir(out / winner["run"]).eval() or {}
+    main = ev.get("lengths", {}).get(str(ev.get("main_length")), {})
+    winner["eval"] = {k: main[k]["value"] for k in ("kl_bayes_model", "entropy_error_mean_abs", "accuracy") if k in main}
+    result = TuneResult(base.task, base.model, spec.metric, [*steps_at, base.train.steps],
+                        [{k: v for k, v in r.items() if k != "config"} for r in rows],
+                        {k: v for k, v in winner.items() if k != "config"}, time.perf_counter() - t0)
+    result.files = write_tune(out, result, spec, base)
+    log(f"tune {base.task} {base.model}: best {result.best} (probe {spec.metric} "
+        f"{winner['scores'][base.train.steps]:.4g}) in {result.seconds:.0f} s")
+    return result
+
+
+def _in_this_process(work: list[Job], log, stop: StopFlag) -> dict[str, str]:
+    """Run the jobs one after another here; a run that fails (a non-finite loss) is reported."""
+    from windtunnel.train.trainer import TrainingError
+
+    failed = {}
+    for job in work:
+        stop.check()
+        try:
+            job.fn(*job.args)
+        except TrainingError as exc:
+            failed[job.name] = str(exc).splitlines()[0]
+            log(f"  {job.name}: {failed[job.name]}")
+    return failed
+
+
+def tune_rows(result: TuneResult) -> list[dict[str, Any]]:
+    """One flat row per candidate: the grid values, the probe at each rung it reached, its status."""
+    rows = []
+    for c in result.candidates:
+        row: dict[str, Any] = {"task": result.task, "model": result.model, **c["point"], "run": c["run"]}
+        for s in result.rung_steps:
+            row[f"probe_{result.metric}@{s}"] = c["scores"].get(s)
+        row["status"] = c["status"]
+        rows.append(row)
+    return rows
+
+
+def write_tune(out: Path, result: TuneResult, spec: TuneSpec, base: RunConfig) -> dict[str, Path]:
+    """``tune-<task>-<model>.json`` (the spec, the base config, every candidate), ``.csv`` and ``.md``."""
+    stem = out / tune_name(result.task, result.model, spec.full)
+    doc = {"task": result.task, "model": result.model, "metric": result.metric, "spec": spec.model_dump(mode="json"),
+           "rung_steps": result.rung_steps, "base": base.model_dump(mode="json"), "best": result.best,
+           "winner": result.winner, "candidates": result.candidates, "seconds": result.seconds}
+    paths = {k: stem.parent / f"{stem.name}.{ext}" for k, ext in (("json", "json"), ("csv", "csv"), ("markdown", "md"))}
+    atomic_write_text(paths["json"], json.dumps(jsonable(doc), indent=1, allow_nan=False))
+    rows = tune_rows(result)
+    write_csv(paths["csv"], rows)
+    atomic_write_text(paths["markdown"], tune_markdown(doc))
+    return paths
+
+
+def tune_markdown(doc: dict[str, Any]) -> str:
+    """The search table: a row per candidate, the probe at each rung, which one won."""
+    steps = doc["rung_steps"]
+    keys = list(doc["spec"]["grid"])
+    head = [*keys, *[f"probe {doc['metric']} @ {s}" for s in steps], "status"]
+    body = []
+    for c in doc["candidates"]:
+        scores = {int(k): v for k, v in c["scores"].items()}  # JSON keys are text
+        body.append([*(f"{c['point'][k]:g}" if isinstance(c["point"][k], float) else str(c["point"][k]) for k in keys),
+                     *("" if scores.get(s) is None else f"{scores[s]:.4f}" for s in steps), c["status"]])
+    w = doc["winner"]
+    lines = [f"### tune: {doc['model']} on {doc['task']}", "",
+             f"Successive halving over {', '.join(keys)}, scored by the held-out probe's {doc['metric']}; "
+             f"best: {', '.join(f'{k} = {v}' for k, v in doc['best'].items())}"
+             + (f" (its evaluation: KL {w['eval']['kl_bayes_model']:.4f} bits)" if "kl_bayes_model" in w.get("eval", {}) else "")
+             + f"; {doc['seconds']:.0f} s.", "", *table(head, body)]
+    return "\n".join(lines) + "\n"
+
+
+def read_tunes(folder: Path) -> list[dict[str, Any]]:
+    """Every ``tune-*.json`` in ``folder``, oldest first."""
+    paths = sorted(Path(folder).glob("tune-*.json"), key=lambda p: p.stat().st_mtime)
+    return [json.loads(p.read_text()) for p in paths]
+
+
+def tune_in_folder(base: RunConfig, out: Path | str, spec: TuneSpec | None = None, jobs: int = 1,
+                   log: Callable[[str], None] = print) -> TuneResult:
+    """:func:`tune` with ``out`` locked against a second writer (what ``windtunnel tune`` runs)."""
+    with folder_lock(Path(out), "sweep"), stop_on_signals() as stop:
+        return tune(base, out, spec, jobs, log, stop)

@@ -1,0 +1,131 @@
+"""windtunnel tune: successive halving over a grid, each candidate the very run a sweep would train."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from windtunnel.cli import app
+from windtunnel.config import ConfigError
+from windtunnel.sweep.tune import TuneSpec, _rank_key, probe_at, rung_steps, tune
+from windtunnel.train.config import RunConfig
+from windtunnel.train.rundir import RunDir
+from windtunnel.train.trainer import train
+
+
+def tiny(**train_fields) -> RunConfig:
+    """A 1-layer transformer on a 6-symbol bijection: 20 steps in about a second."""
+    return RunConfig.build({
+        "task": "bijection", "task_params": {"V": 6, "L": 5}, "model": "transformer",
+        "model_params": {"n_layers": 1, "n_heads": 2, "d_model": 16},
+        "train": {"steps": 20, "batch_size": 8, "lr": 3e-3, "checkpoints": 2, "threads": 1, **train_fields},
+        "eval": {"n_sequences": 32, "batch_size": 32, "n_boot": 10},
+    })
+
+
+def test_a_paused_run_continues_to_the_weights_of_an_uninterrupted_one(tmp_path):
+    cfg = tiny()
+    straight = train(cfg, tmp_path / "straight", progress=False)
+    paused = train(cfg, tmp_path / "paused", progress=False, stop_at=7)
+    assert paused.steps == 7 and paused.eval == {} and RunDir(tmp_path / "paused").eval() is None
+    assert probe_at(tmp_path / "paused", 7, "kl_bayes_model") is not None  # the pause has its probe
+    resumed = train(cfg, tmp_path / "paused", progress=False)
+    assert resumed.steps == 20
+    ev_a, ev_b = straight.eval["lengths"], resumed.eval["lengths"]
+    assert json.dumps(ev_a, sort_keys=True) == json.dumps(ev_b, sort_keys=True)  # bit-identical evaluation
+    straight_rows = {r["step"]: r["loss"] for r in RunDir(tmp_path / "straight").metrics()}
+    resumed_rows = {r["step"]: r["loss"] for r in RunDir(tmp_path / "paused").metrics()}
+    assert straight_rows == resumed_rows
+
+
+def test_rungs_sit_on_the_probe_grid():
+    assert rung_steps(tiny(steps=1500), [0.1, 0.3]) == [150, 450]
+    assert rung_steps(tiny(steps=1500, eval_every=100), [0.1, 0.33]) == [200, 500]
+    assert rung_steps(tiny(steps=20), [0.01, 0.02, 0.99]) == [2]  # at least one probe in, before the end, no repeats
+    with pytest.raises(ConfigError, match="rungs"):
+        TuneSpec.build({"rungs": [0.3, 0.1]})
+    with pytest.raises(ConfigError, match="eta"):
+        TuneSpec.build({"eta": 1})
+
+
+def test_ranking_puts_failed_candidates_last_and_reads_accuracy_upwards():
+    keys = {lr: _rank_key("kl_bayes_model", v, v) for lr, v in {"a": 0.2, "b": None, "c": math.nan, "d": 0.1}.items()}
+    assert sorted(keys, key=keys.get)[:2] == ["d", "a"]
+    acc = {lr: _rank_key("accuracy", v, kl) for lr, (v, kl) in {"a": (0.5, 0.1), "b": (0.9, 0.3), "c": (0.9, 0.2)}.items()}
+    assert sorted(acc, key=acc.get) == ["c", "b", "a"]  # ties broken by the lower probe KL
+
+
+def test_successive_halving_keeps_the_best_at_each_rung_and_trains_the_winner(tmp_path):
+    spec = TuneSpec.build({"grid": {"train.lr": [1e-4, 1e-3, 1e-2, 3e-2]}, "rungs": [0.1, 0.3]})
+    res = tune(tiny(), tmp_path, spec, log=lambda m: None)
+    assert res.rung_steps == [2, 6, 20]
+    by_lr = {c["point"]["train.lr"]: c for c in res.candidates}
+    at2 = sorted(by_lr, key=lambda lr: by_lr[lr]["scores"][2])
+    assert {lr for lr in by_lr if 6 in by_lr[lr]["scores"]} == set(at2[:2])  # ceil(4 / 2) go on
+    survivors = [lr for lr in by_lr if 6 in by_lr[lr]["scores"]]
+    best6 = min(survivors, key=lambda lr: by_lr[lr]["scores"][6])
+    assert res.best == {"train.lr": best6} and by_lr[best6]["status"] == "winner"
+    for lr, c in by_lr.items():  # each stopped candidate paused where it was stopped, with a checkpoint to resume
+        run = RunDir(tmp_path / c["run"])
+        last = max(r["step"] for r in run.metrics())
+        assert last == (20 if lr == best6 else 6 if lr in survivors else 2)
+        assert (run.eval() is not None) == (lr == best6)
+    doc = json.loads((tmp_path / "tune-bijection-transformer.json").read_text())
+    assert doc["best"] == {"train.lr": best6} and len(doc["candidates"]) == 4
+    assert "| train.lr |" in (tmp_path / "tune-bijection-transformer.md").read_text()
+    assert (tmp_path / "tune-bijection-transformer.csv").read_text().count("\n") == 5
+    # a second call reuses every run: nothing trains again
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")}
+    again = tune(tiny(), tmp_path, spec, log=lambda m: None)
+    assert again.best == res.best and {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")} == stamps
+
+
+def test_the_full_search_and_the_halving_share_their_runs(tmp_path):
+    grid = {"train.lr": [1e-3, 1e-2, 3e-2]}
+    full = tune(tiny(), tmp_path, TuneSpec.build({"grid": grid, "full": True}), log=lambda m: None)
+    assert all(c["status"] in ("winner", "finished") for c in full.candidates)
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")}
+    halving = tune(tiny(), tmp_path, TuneSpec.build({"grid": grid}), log=lambda m: None)  # read from the logs alone
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")} == stamps
+    assert (tmp_path / "tune-bijection-transformer-full.json").is_file()
+    assert (tmp_path / "tune-bijection-transformer.json").is_file()
+    assert halving.best["train.lr"] in grid["train.lr"]
+
+
+def test_the_tune_command_writes_its_table_and_page_and_checks_its_arguments(tmp_path):
+    out = tmp_path / "t"
+    args = ["tune", "bijection", "mlp", "--out", str(out), "--jobs", "1", "--grid", "train.lr=1e-3,1e-2",
+            "--rungs", "0.2"]
+    for o in ("train.steps=10", "train.batch_size=8", "train.checkpoints=2", "eval.n_sequences=32",
+              "eval.batch_size=32", "eval.n_boot=10", "task_params.V=5", "task_params.L=4"):
+        args += ["--set", o]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "### tune: mlp on bijection" in res.output
+    assert (out / "report.html").is_file() and "## Tuning" in (out / "report.md").read_text()
+    for bad, match in ((["--rungs", "x"], "--rungs"), (["--rungs", "0.5,0.2"], "rungs"), (["--metric", "bits"], "metric"),
+                       (["--jobs", "0"], "jobs")):
+        fresh = tmp_path / "bad"
+        res = CliRunner().invoke(app, ["tune", "bijection", "mlp", "--out", str(fresh), *bad])
+        assert res.exit_code == 2 and match in res.output, res.output
+        assert not fresh.exists()
+
+
+def test_a_profile_commits_tuned_settings_per_architecture(monkeypatch):
+    """The ``tuned`` block of a profile completes its ``train`` section for that model alone;
+    ``_``-keys are notes, and overrides still win."""
+    from windtunnel.train import config as train_config
+
+    real = train_config.load_profile
+
+    def with_tuned(profile, task):
+        prof = real(profile, task)
+        return {**prof, "tuned": {"lstm": {"lr": 3.16e-4, "_source": "docs/sweeps.md#tuning"}}}
+
+    monkeypatch.setattr(train_config, "load_profile", with_tuned)
+    assert train_config.resolve_run("bijection", "lstm").train.lr == 3.16e-4
+    assert train_config.resolve_run("bijection", "transformer").train.lr == 3e-3
+    assert train_config.resolve_run("bijection", "lstm", overrides={"train.lr": 1e-2}).train.lr == 1e-2
