@@ -21,8 +21,9 @@ def strict_json(path):
 def test_transformer_end_to_end(trained):
     run = trained("bij")
     doc = run_diagnostics(run, n_sequences=24, progress=False)
-    assert doc["analyses_run"] == [a for a in ANALYSES if a != "recurrent"]
-    assert doc["skipped"] == {"recurrent": "no recurrent state (model.has_recurrent_state is False)"}
+    assert doc["analyses_run"] == [a for a in ANALYSES if a not in ("recurrent", "filter_probe")]
+    assert doc["skipped"].keys() == {"recurrent", "filter_probe"}
+    assert doc["skipped"]["recurrent"] == "no recurrent state (model.has_recurrent_state is False)"
     assert strict_json(run / "diagnostics.json") == doc
     md = (run / "diagnostics.md").read_text()
     for title in ("Key frame", "Attention focusing", "Value manifold", "Ablations", "Logit lens",
@@ -71,7 +72,7 @@ def test_lstm_gets_recurrent_geometry_and_skips_attention(trained):
     run = trained("lstm", model="lstm", model_params={"n_layers": 2, "d_model": 16})
     doc = run_diagnostics(run, n_sequences=24, progress=False)
     assert doc["analyses_run"] == ["value_manifold", "logit_lens", "dynamics", "recurrent"]
-    assert set(doc["skipped"]) == {"key_frame", "attention", "ablation"}
+    assert set(doc["skipped"]) == {"key_frame", "attention", "ablation", "filter_probe"}
     rec = doc["results"]["recurrent"]
     assert rec["k"] == 6 and "clusters" in rec["trained"] and "probe_per_layer" in rec["trained"]
     assert (run / "plots" / "geometry" / "recurrent_pca.png").is_file()
@@ -131,10 +132,11 @@ def test_dynamics_needs_two_checkpoints(trained, tmp_path):
 
 
 @pytest.mark.parametrize("task, task_params, model, model_params, skipped", [
-    ("regression", {"d": 2, "n_points": 4}, "transformer", None, {"key_frame", "recurrent"}),
-    ("sula", {"k": 4, "n_words": 8}, "transformer", {"n_layers": 1, "n_heads": 2, "d_model": 16}, {"recurrent"}),
+    ("regression", {"d": 2, "n_points": 4}, "transformer", None, {"key_frame", "recurrent", "filter_probe"}),
+    ("sula", {"k": 4, "n_words": 8}, "transformer", {"n_layers": 1, "n_heads": 2, "d_model": 16},
+     {"recurrent", "filter_probe"}),
     ("sula", {"k": 4, "n_words": 8}, "mlp", {"variant": "prefix", "n_layers": 2, "width": 16, "d_embed": 4},
-     {"key_frame", "attention", "ablation", "recurrent"}),
+     {"key_frame", "attention", "ablation", "recurrent", "filter_probe"}),
 ], ids=["regression-transformer", "sula-transformer", "sula-mlp-prefix"])
 def test_other_tasks_and_architectures(trained, task, task_params, model, model_params, skipped):
     run = trained(f"{task}-{model}", task=task, task_params=task_params, model=model, model_params=model_params)

@@ -48,9 +48,11 @@ def test_diagnose_a_user_model_runs_what_applies_and_names_what_is_missing(tmp_p
     assert res.exit_code == 0, res.output
     doc = json.loads((run / "diagnostics.json").read_text())
     assert doc["analyses_run"] == ["value_manifold", "logit_lens", "dynamics", "recurrent"]
-    assert doc["skipped"] == {"key_frame": "no attention (model.has_attention is False)",
-                              "attention": "no attention (model.has_attention is False)",
-                              "ablation": "no head mask or block bypass (model.has_head_ablation is False)"}
+    skipped = {k: v for k, v in doc["skipped"].items() if k != "filter_probe"}  # no filter mean on bijection
+    assert skipped == {"key_frame": "no attention (model.has_attention is False)",
+                       "attention": "no attention (model.has_attention is False)",
+                       "ablation": "no head mask or block bypass (model.has_head_ablation is False)"}
+    assert "no filter_mean latent" in doc["skipped"]["filter_probe"]
     r = doc["results"]
     assert [x["name"] for x in r["logit_lens"]["layers"]] == ["embed", "blocks.0.resid_post", "blocks.1.resid_post"]
     assert set(r["recurrent"]["trained"]["probe_per_layer"]) == {"blocks.0.resid_post", "blocks.1.resid_post"}

@@ -15,7 +15,7 @@ from conftest import SMALL
 from test_models_contract import sample_inputs
 
 NEW = ["gru", "linear_attention", "deltanet", "swa_transformer", "hybrid"]
-QUICK_TASKS = ["bijection", "hmm", "recall", "regression", "sula"]
+QUICK_TASKS = ["bijection", "hmm", "recall", "regression", "sula", "kalman", "dirichlet", "changepoint"]
 
 
 def double(name, spec, params, seed=0):

@@ -157,7 +157,7 @@ def test_mixers_quick_is_every_scorecard_at_once():
     names = {r.name for r in expand(sweep)}
     mixers = set(model_names()) - {"mamba2"}
     card = scorecard_sweep("transformer")  # every rung of every tunnel: 3 each, SULA one
-    assert len(names) == len(mixers) * len(card.experiments) == 9 * 13
+    assert len(names) == len(mixers) * len(card.experiments) == 9 * 22
     assert {p: (r.experiment, r.metric) for p, r in sweep.primitives.rules.items()} == {
         p: (r.experiment, r.metric) for p, r in card.primitives.rules.items()}
     assert {p: (sweep.primitives.rules[p].experiment, sweep.primitives.rules[p].metric) for p in PRIMITIVES} == PRIMITIVES

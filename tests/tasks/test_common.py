@@ -18,6 +18,9 @@ SMALL = {
     "recall": {"N": 8, "M": 3, "F": 4, "n_keys": 16, "n_values": 16},
     "regression": {"d": 3, "n_points": 6},
     "sula": {"k": 6},
+    "dirichlet": {"n_cat": 4, "n_draws": 8},
+    "changepoint": {"n_obs": 3, "n_steps": 8, "h": 0.2},
+    "kalman": {"n": 2, "K": 8},
 }
 #: the difficulty ladders: each tunnel is scored at these task_params overrides on its quick
 #: profile (src/windtunnel/configs/quick/<task>.json); the task's tests check every rung
@@ -26,6 +29,9 @@ LADDERS = {
     "hmm": [{"S": 2, "O": 2}, {"S": 3, "O": 3}, {"S": 5, "O": 5}],
     "recall": [{"N": 4, "M": 4}, {"N": 8, "M": 8}, {"N": 16, "M": 16}],
     "regression": [{"d": 2}, {"d": 4}, {"d": 8}],
+    "dirichlet": [{"n_cat": 4}, {"n_cat": 8}, {"n_cat": 16}],
+    "changepoint": [{"h": 0.02}, {"h": 0.05}, {"h": 0.1}],
+    "kalman": [{"n": 1}, {"n": 2}, {"n": 4}],
 }
 
 
@@ -137,7 +143,9 @@ def randomized_pit(probs, target, generator):
 
 
 @pytest.mark.parametrize("case", ["bijection", "hmm", "recall", "recall-mqar", "sula",
-                                  *(case for case, (name, _) in RUNGS.items() if name == "hmm")])
+                                  *(case for case, (name, _) in RUNGS.items() if name == "hmm"),
+                                  "dirichlet", *(case for case, (name, _) in RUNGS.items() if name == "dirichlet"),
+                                  "changepoint", *(case for case, (name, _) in RUNGS.items() if name == "changepoint")])
 def test_monte_carlo_frequencies_agree_with_posterior(case):
     task = make_task(*CASES[case])
     b = task.sample(20000, make_generator(1))

@@ -24,7 +24,7 @@ from threadpoolctl import threadpool_limits
 from windtunnel.analysis import AnalysisRegistry
 from windtunnel.config import ConfigError
 from windtunnel.files import atomic_write_text, jsonable
-from windtunnel.geometry import ablation, attention, dynamics, keyframe, logit_lens, manifold, recurrent
+from windtunnel.geometry import ablation, attention, dynamics, filter_probe, keyframe, logit_lens, manifold, recurrent
 from windtunnel.geometry.context import Context
 from windtunnel.geometry.markdown import render
 from windtunnel.geometry.plots import plot_all
@@ -33,7 +33,7 @@ from windtunnel.geometry.plots import plot_all
 #: every analysis, in the order they run and are written (a new analysis: one module with an
 #: ``ANALYSIS`` record, named here)
 REGISTRY = AnalysisRegistry([keyframe.ANALYSIS, attention.ANALYSIS, manifold.ANALYSIS, ablation.ANALYSIS,
-                             logit_lens.ANALYSIS, dynamics.ANALYSIS, recurrent.ANALYSIS])
+                             logit_lens.ANALYSIS, dynamics.ANALYSIS, recurrent.ANALYSIS, filter_probe.ANALYSIS])
 #: the names of the built-in analyses, in the order they run
 ANALYSES: tuple[str, ...] = tuple(REGISTRY.names())
 DEFAULT_N_SEQUENCES = 256

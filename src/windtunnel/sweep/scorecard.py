@@ -3,7 +3,9 @@
 ``windtunnel scorecard MODEL`` trains MODEL (a registered name or a user's
 ``package.module:Class``) and the reference transformer on the three primitive tunnels of Paper I
 (bijection: accumulation; HMM: transport; recall: binding) plus in-context regression
-(continuous beliefs) and SULA, each capacity-matched to the transformer, with the budget of
+(continuous beliefs), SULA, Kalman filtering (continuous transport), Dirichlet-categorical
+counting and change-points (revision), each capacity-matched to the transformer and scored at
+every rung of its difficulty ladder, with the budget of
 ``paper1-quick`` (the quick profiles) or the paper's (``--profile paper``). It is an ordinary
 sweep (run folders, resume, the Ray backend, tables, ``windtunnel report``); this module only
 builds its config and reads its primitives into ``scorecard.json``.
@@ -27,6 +29,9 @@ PRIMITIVES: dict[str, tuple[str, str]] = {
     "binding": ("recall", "accuracy"),
     "continuous": ("regression", "kl_bayes_model"),
     "sula": ("sula", "kl_bayes_model"),
+    "continuous_transport": ("kalman", "kl_bayes_model"),
+    "counting": ("dirichlet", "kl_bayes_model"),
+    "revision": ("changepoint", "kl_bayes_model"),
 }
 REFERENCE = "transformer"
 #: the shipped sweep whose budget (its overrides, e.g. one thread per run, and jobs) each profile's scorecard takes

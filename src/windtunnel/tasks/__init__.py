@@ -17,3 +17,6 @@ from windtunnel.tasks.base import (  # noqa: F401
 
 # the built-in wind tunnels register themselves on import
 from windtunnel.tasks import bijection, hmm, recall, regression, sula  # noqa: E402,F401
+from windtunnel.tasks import dirichlet  # noqa: E402,F401
+from windtunnel.tasks import changepoint  # noqa: E402,F401
+from windtunnel.tasks import kalman  # noqa: E402,F401
