@@ -137,8 +137,7 @@ def test_paper1_quick_is_the_comparison_on_the_quick_profiles():
     assert set(sweep.primitives.rules) == {"accumulation", "transport", "binding"}
     for task in ("bijection", "hmm", "recall"):  # within a task: same steps, data, optimiser and init law
         mine = [r.config for r in runs if r.config.task == task]
-        # the same training but the learning rate, which each architecture has tuned (the profile's `tuned`)
-        assert len({c.train.model_copy(update={"lr": 0}).model_dump_json() for c in mine}) == 1, task
+        assert len({c.train.model_dump_json() for c in mine}) == 1, task
         assert len({json.dumps(c.task_params, sort_keys=True) for c in mine}) == 1, task
         assert len({c.model_params.get("init", "normal") for c in mine}) == 1, task
         assert not any(c.model_params.get("tie_head") for c in mine if task != "bijection"), task
