@@ -33,7 +33,8 @@ from types import SimpleNamespace
 import torch
 from torch.func import functional_call, stack_module_state
 
-from windtunnel.models import make_model, scan_ext
+from windtunnel.models import make_model
+from windtunnel.models.ops import scan_ext
 from windtunnel.tasks import make_generator, make_task
 from windtunnel.train.config import resolve_run
 from windtunnel.train.trainer import loss_fn, lr_at
@@ -224,7 +225,7 @@ def bench(cfg, task, n: int, args, kind: str) -> tuple[float, float]:
     for r in range(args.rounds):  # alternate the order so that a shared machine slows both alike
         pair = [(ts, sequential), (te, ensemble)]
         for out, fn in pair if r % 2 == 0 else pair[::-1]:
-            out.append(timed(lambda: fn(args.steps)))
+            out.append(timed(lambda fn=fn: fn(args.steps)))
     return n * args.steps / statistics.median(ts), n * args.steps / statistics.median(te)
 
 

@@ -56,9 +56,9 @@ def main() -> None:
         train(runs[0].config, tmp / "warmup", progress=False)  # imports and first-call costs, paid once
         plain, local, skip = [], [], []
         for rep in range(args.repeats):
-            plain.append(_timed(lambda: [train(r.config, tmp / f"plain{rep}" / r.name, progress=False) for r in runs]))
-            local.append(_timed(lambda: run_sweep(sweep, tmp / f"local{rep}", **quiet)))
-            skip.append(_timed(lambda: run_sweep(sweep, tmp / f"local{rep}", **quiet)))
+            plain.append(_timed(lambda rep=rep: [train(r.config, tmp / f"plain{rep}" / r.name, progress=False) for r in runs]))
+            local.append(_timed(lambda rep=rep: run_sweep(sweep, tmp / f"local{rep}", **quiet)))
+            skip.append(_timed(lambda rep=rep: run_sweep(sweep, tmp / f"local{rep}", **quiet)))
         p, lo, sk = (statistics.median(x) for x in (plain, local, skip))
         print(f"{n} trivial runs (2 steps each, 1 thread), median of {args.repeats}")
         print(f"  plain loop of train():      {p:6.2f} s  {60 * n / p:7.0f} runs/min")

@@ -58,7 +58,7 @@ def main() -> None:
         task = make_task(name)
         g = make_generator(0, device=args.device)
         task.sample(8, g)  # warm-up
-        sec = best_of(lambda: task.sample(args.batch, g), args.repeats)
+        sec = best_of(lambda task=task, g=g: task.sample(args.batch, g), args.repeats)
         n_pos = args.batch * task.spec.n_scored
         print(f"{name:<12} {args.batch:>6} {task.spec.n_scored:>10} {1e3 * sec:>9.1f} {n_pos / sec:>14,.0f}")
 

@@ -168,9 +168,13 @@ def main() -> None:
                 n = sum(p.numel() for p in model.parameters())
                 rate = 1.0 / statistics.median(times[name])
                 fl = step_flops(model, n, batch, task.spec.seq_len) * rate
-                vs = statistics.median(a / b for a, b in zip(times["transformer"], times[name])) if "transformer" in times else float("nan")
+                if "transformer" in times:
+                    vs = statistics.median(a / b for a, b in zip(times["transformer"], times[name]))
+                else:
+                    vs = float("nan")
                 print(f"{size:<6} {name:<12} {n:>10,} {prec:<5} {rate:>8.2f} "
-                      f"{rate * batch * task.spec.seq_len:>10,.0f} {fl / 1e9:>8.0f} {fl / peak[bf16]:>6.0%} {vs:>6.2f}", flush=True)
+                      f"{rate * batch * task.spec.seq_len:>10,.0f} {fl / 1e9:>8.0f} {fl / peak[bf16]:>6.0%} {vs:>6.2f}",
+                      flush=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from windtunnel.models import InputAdapter, ModelConfig, OutputHead, WindModel
+from windtunnel.models import InputAdapter, ModelConfig, OutputHead, Tap, WindModel
 
 
 class EMAMixerConfig(ModelConfig):
@@ -23,6 +23,7 @@ class EMABlock(nn.Module):
         self.inp = nn.Linear(d, 2 * d)
         self.decay = nn.Parameter(torch.linspace(-2.0, 3.0, d))  # sigmoid: decays 0.12 .. 0.95
         self.out = nn.Linear(d, d)
+        self.resid_post = Tap()  # a capture point, named by its path: blocks.{i}.resid_post
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         u, g = self.inp(self.norm(x)).chunk(2, dim=-1)
@@ -30,7 +31,7 @@ class EMABlock(nn.Module):
         for t in range(u.shape[1]):  # causal: h_t sees u_0 .. u_t only
             h = a * h + (1 - a) * u[:, t]
             states.append(h)
-        return x + self.out(torch.stack(states, 1) * torch.sigmoid(g))
+        return self.resid_post(x + self.out(torch.stack(states, 1) * torch.sigmoid(g)))
 
 
 class EMAMixer(WindModel):
@@ -47,11 +48,7 @@ class EMAMixer(WindModel):
         self.norm = nn.LayerNorm(c.d_model)
         self.head = OutputHead(spec, c.d_model, tied=c.tie_head)  # the task's answer space
 
-    def capture_names(self) -> list[str]:
-        return ["embed", *(f"blocks.{i}.resid_post" for i in range(self.config.n_layers)), "final"]
-
-    def mix(self, x: torch.Tensor, cache) -> torch.Tensor:
-        for i, block in enumerate(self.blocks):
+    def mix(self, x: torch.Tensor, cache) -> torch.Tensor:  # capture names: embed, the taps' paths, final
+        for block in self.blocks:
             x = block(x)
-            cache.put(f"blocks.{i}.resid_post", x)
         return self.norm(x)

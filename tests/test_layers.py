@@ -1,4 +1,5 @@
-"""The package's layers, held: every import inside ``windtunnel`` points down (or stays in its package).
+"""The package's layers, held: every import inside ``windtunnel`` points down (or stays in its
+package), and no modules import each other in a circle.
 
 Layers, bottom to top::
 
@@ -8,11 +9,17 @@ Layers, bottom to top::
 A package may import its own modules and anything in a lower layer; never a higher layer, and
 never its sibling in the same layer (``models`` and ``evaluate``; ``geometry`` and ``llm``).
 Every import counts: module-level, inside functions, and under ``TYPE_CHECKING``.
+
+The imports form no circle either, inside a package or across (a lazy import inside a function
+does not break one): ``a`` imports ``b`` and ``b`` imports ``a`` is a circle, and so is a package's
+``__init__`` that re-exports a submodule which imports a name from the package itself (import it
+from the module that defines it). ``from package import submodule`` imports the submodule only.
 """
 
 from __future__ import annotations
 
 import ast
+from collections import defaultdict
 from pathlib import Path
 
 import windtunnel
@@ -52,10 +59,11 @@ def height(u: str) -> int:
     return LAYERS.get(u, LEAF)
 
 
-def imports(path: Path, src: Path) -> list[tuple[int, str]]:
+def imports(path: Path, src: Path, package_too: bool = True) -> list[tuple[int, str]]:
     """(line, absolute module) of every ``windtunnel`` import in ``path``; ``from a import b``
     yields ``a.b`` as well when ``b`` is a submodule, so ``from windtunnel import stats`` counts
-    as an import of ``windtunnel.stats``."""
+    as an import of ``windtunnel.stats``. Without ``package_too``, ``a`` itself is left out when
+    every name imported from it is a submodule (``from a import b`` does not run more of ``a``)."""
     module = module_name(path, src)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
@@ -68,11 +76,12 @@ def imports(path: Path, src: Path) -> list[tuple[int, str]]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            found.append((node.lineno, target))
-            for a in node.names:
-                sub = src.parent / Path(*target.split("."), a.name)
-                if sub.with_suffix(".py").exists() or sub.is_dir():
-                    found.append((node.lineno, f"{target}.{a.name}"))
+            here = src.parent / Path(*target.split("."))
+            subs = [a.name for a in node.names
+                    if (here / a.name).with_suffix(".py").exists() or (here / a.name).is_dir()]
+            if package_too or len(subs) < len(node.names):
+                found.append((node.lineno, target))
+            found += [(node.lineno, f"{target}.{name}") for name in subs]
     return [(line, name) for line, name in found if name == "windtunnel" or name.startswith("windtunnel.")]
 
 
@@ -97,9 +106,79 @@ def violations(src: Path = SRC) -> list[str]:
     return out
 
 
+def import_graph(src: Path = SRC) -> dict[str, dict[str, str]]:
+    """module -> {imported module: where (``file:line``)}, for every import between two modules
+    of ``windtunnel`` (``from a import b`` of a submodule ``b`` counts as importing ``a.b`` only)."""
+    graph: dict[str, dict[str, str]] = defaultdict(dict)
+    for path in sorted(src.rglob("*.py")):
+        module = module_name(path, src)
+        for line, target in imports(path, src, package_too=False):
+            if target != module:
+                graph[module].setdefault(target, f"{path.relative_to(src.parent)}:{line}")
+    return graph
+
+
+def cycles(src: Path = SRC) -> list[str]:
+    """One line per import circle (a strongly connected component of two or more modules): one
+    circle through it, and every import between its modules with its file and line."""
+    graph = import_graph(src)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    out = []
+    for component in sorted(components):
+        members = set(component)
+        start = component[0]
+        paths = {start: [start]}  # the shortest circle through the first module, breadth first
+        queue = [start]
+        circle: list[str] = []
+        while queue and not circle:
+            v = queue.pop(0)
+            for w in sorted(graph.get(v, {})):
+                if w == start:
+                    circle = paths[v] + [start]
+                    break
+                if w in members and w not in paths:
+                    paths[w] = paths[v] + [w]
+                    queue.append(w)
+        where = [f"{graph[a][b]} imports {b}" for a in component for b in sorted(graph.get(a, {})) if b in members]
+        out.append(" -> ".join(circle) + " (" + "; ".join(where) + ")")
+    return out
+
+
 def test_imports_follow_the_layers():
     bad = violations()
     assert not bad, "imports against the layers (see tests/test_layers.py for the order):\n  " + "\n  ".join(bad)
+
+
+def test_no_import_circles():
+    bad = cycles()
+    assert not bad, ("modules that import each other in a circle (move what both need into a module "
+                     "of its own, or import names from the module that defines them):\n  " + "\n  ".join(bad))
 
 
 def test_every_package_has_a_layer():
@@ -122,3 +201,26 @@ def test_the_check_catches_an_upward_and_a_sideways_import(tmp_path):
     assert any("windtunnel.train.loop" in b and "windtunnel.report.page" in b and "report is above train" in b
                for b in bad), bad
     assert any("windtunnel.llm.pca" in b and "windtunnel.geometry.stats" in b and "siblings" in b for b in bad), bad
+
+
+def test_the_check_catches_a_circle(tmp_path):
+    """The circle check itself: a lazy import back from b to a; a submodule that imports a name
+    from its package's ``__init__`` (which re-exports it); ``from pkg import submodule`` is none."""
+    fake = tmp_path / "windtunnel"
+    for pkg in ("models", "tasks", "geometry"):
+        (fake / pkg).mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "models" / "__init__.py").write_text("")
+    (fake / "models" / "a.py").write_text("from windtunnel.models.b import f\n")
+    (fake / "models" / "b.py").write_text("def f():\n    from windtunnel.models.a import g\n")
+    (fake / "tasks" / "__init__.py").write_text("from windtunnel.tasks.hmm import HMM\n")
+    (fake / "tasks" / "base.py").write_text("")
+    (fake / "tasks" / "hmm.py").write_text("from windtunnel.tasks import Task\n")
+    (fake / "geometry" / "__init__.py").write_text("from windtunnel.geometry.diagnose import run\n")
+    (fake / "geometry" / "plots.py").write_text("")
+    (fake / "geometry" / "diagnose.py").write_text("from windtunnel.geometry import plots\nfrom . import plots as p\n")
+    bad = cycles(fake)
+    assert len(bad) == 2, bad
+    assert bad[0].startswith("windtunnel.models.a -> windtunnel.models.b -> windtunnel.models.a ("), bad
+    assert "windtunnel/models/b.py:2 imports windtunnel.models.a" in bad[0], bad
+    assert bad[1].startswith("windtunnel.tasks -> windtunnel.tasks.hmm -> windtunnel.tasks ("), bad

@@ -5,16 +5,63 @@ the results and on the command line), the title of its markdown section, whether
 how it runs, how its markdown section and its plots are drawn, and whether it needs the captured
 activations. A package keeps its analyses in one :class:`AnalysisRegistry`, whose registration
 order is the order they run and are written in; adding an analysis is one module with one record,
-registered there. Each package fixes the arguments its callables take (see its registry).
+registered there.
+
+Every analysis of every package has the same four callables (the :class:`Applies`, :class:`Run`,
+:class:`Markdown` and :class:`Plot` protocols), called by position:
+
+- ``applies(state) -> str | None`` and ``run(state) -> dict``: ``state`` is what the package's
+  analyses share (geometry: the run's :class:`~windtunnel.geometry.context.Context`; llm: the
+  model's :class:`~windtunnel.llm.session.Session`);
+- ``markdown(result, doc) -> list[str]`` and ``plot(result, doc, out_dir) -> list[Path]``:
+  ``result`` is the analysis' own entry of the written document ``doc`` (``diagnostics.json``
+  or ``llm.json`` as a dict, every analysis' result under ``doc["results"]``), for what a section
+  or a figure needs beyond its own result (the model's name, another analysis' result).
+
+A record whose callables cannot take those arguments is a TypeError when it is made.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Protocol
 
 from windtunnel.config import ConfigError
 from windtunnel.registry import Registry
+
+
+class Applies(Protocol):
+    """None, or the reason the analysis does not apply to ``state``."""
+
+    def __call__(self, state: Any, /) -> str | None: ...
+
+
+class Run(Protocol):
+    """The analysis' JSON-ready result on ``state``."""
+
+    def __call__(self, state: Any, /) -> dict: ...
+
+
+class Markdown(Protocol):
+    """The lines of the analysis' markdown section (under ``## title``), from its ``result``
+    and the whole document ``doc``."""
+
+    def __call__(self, result: dict, doc: dict, /) -> list[str]: ...
+
+
+class Plot(Protocol):
+    """Draw the analysis' figures from its ``result`` and the whole document ``doc`` into the
+    existing folder ``out_dir``; returns the paths written."""
+
+    def __call__(self, result: dict, doc: dict, out_dir: Path, /) -> list[Path]: ...
+
+
+#: how many positional arguments each callable of a record is called with
+ARITY = {"applies": 1, "run": 1, "markdown": 2, "plot": 3}
+SIGNATURES = {"applies": "applies(state)", "run": "run(state)", "markdown": "markdown(result, doc)",
+              "plot": "plot(result, doc, out_dir)"}
 
 
 def always(state: Any) -> str | None:
@@ -22,20 +69,41 @@ def always(state: Any) -> str | None:
     return None
 
 
+def _check_call(name: str, part: str, fn: Any) -> None:
+    """A TypeError when ``fn`` cannot be called with the arguments its protocol passes."""
+    if not callable(fn):
+        raise TypeError(f"analysis '{name}': {part} must be callable, got {fn!r}")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a callable without a readable signature: trusted
+        return
+    try:
+        sig.bind(*[None] * ARITY[part])
+    except TypeError as e:
+        raise TypeError(f"analysis '{name}': {part}{sig} cannot be called as {SIGNATURES[part]} ({e})") from None
+
+
 @dataclass(frozen=True)
 class Analysis:
     """One analysis: ``applies(state)`` is None or the reason it does not apply; ``run(state)``
-    returns its JSON-ready result; ``markdown`` renders that result as markdown lines under
-    ``## title``; ``plot`` (None: no plot) writes its figures; ``needs_activations``: it reads
-    activations captured once for every analysis that needs them."""
+    returns its JSON-ready result; ``markdown(result, doc)`` renders that result as markdown lines
+    under ``## title``; ``plot(result, doc, out_dir)`` (None: no plot) writes its figures and
+    returns their paths; ``needs_activations``: it reads activations captured once for every
+    analysis that needs them (geometry)."""
 
     name: str
     title: str
-    run: Callable[..., dict]
-    markdown: Callable[..., list[str]]
-    applies: Callable[[Any], str | None] = always
-    plot: Callable[..., Any] | None = None
+    run: Run
+    markdown: Markdown
+    applies: Applies = always
+    plot: Plot | None = None
     needs_activations: bool = False
+
+    def __post_init__(self) -> None:
+        for part in ("applies", "run", "markdown", "plot"):
+            fn = getattr(self, part)
+            if fn is not None or part != "plot":
+                _check_call(self.name, part, fn)
 
 
 class AnalysisRegistry(Registry[Analysis]):
@@ -59,3 +127,16 @@ class AnalysisRegistry(Registry[Analysis]):
         if unknown:
             raise ConfigError(f"unknown analysis {', '.join(map(repr, unknown))}; allowed: {allowed}")
         return list(dict.fromkeys(names))
+
+    def plot_all(self, doc: dict, out_dir: Path | str) -> list[Path]:
+        """Every plot of the analyses in ``doc["results"]`` (their records' ``plot(result, doc,
+        out_dir)``, in the order of the results) into ``out_dir``, made when missing; returns the
+        paths written."""
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        paths: list[Path] = []
+        for name, result in doc["results"].items():
+            plot = self.get(name).plot
+            if plot is not None:
+                paths += plot(result, doc, out_dir)
+        return paths

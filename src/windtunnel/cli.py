@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -113,8 +113,8 @@ def sample(
     n: int = typer.Option(2, "--n", min=1, help="number of sequences"),
     seed: int = typer.Option(0, "--seed", help="seed of the generator"),
     split: str = typer.Option("train", "--split", help="data stream: train, eval or probe"),
-    preset: Optional[str] = typer.Option(None, "--preset", help="start from a named preset of the task (see `windtunnel tasks`)"),
-    profile: Optional[str] = typer.Option(None, "--profile", hidden=True, help="deprecated: use --preset"),
+    preset: str | None = typer.Option(None, "--preset", help="start from a named preset of the task (see `windtunnel tasks`)"),
+    profile: str | None = typer.Option(None, "--profile", hidden=True, help="deprecated: use --preset"),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP + " Here task_params.NAME=value, e.g. --set task_params.V=6"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON document"),
 ) -> None:
@@ -177,7 +177,7 @@ def train(
     model: str = typer.Option("transformer", "--model", help="architecture name"),
     profile: str = typer.Option("quick", "--profile", help="config profile: quick (CPU, minutes) or paper"),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP + " e.g. --set train.steps=500 --set model_params.d_model=64"),
-    out: Optional[Path] = typer.Option(None, "--out", help="run directory (default runs/<task>-<model>-<hash>)"),
+    out: Path | None = typer.Option(None, "--out", help="run directory (default runs/<task>-<model>-<hash>)"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
 ) -> None:
     """Train one architecture on one wind tunnel (resumes if the run directory has a checkpoint)."""
@@ -255,19 +255,20 @@ def run(
     models: str = typer.Option("transformer,lstm,mamba,mlp", "--models", help="comma-separated architectures"),
     profile: str = typer.Option("quick", "--profile", help="config profile"),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP + " For every run, e.g. --set train.steps=500"),
-    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default runs/compare-<task>-<hash>)"),
+    out: Path | None = typer.Option(None, "--out", help="output folder (default runs/compare-<task>-<hash>)"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
 ) -> None:
     """The main job: train several architectures on one wind tunnel, capacity-matched, and compare."""
-    from windtunnel.sweep.markdown import comparison_table
     from windtunnel.sweep.compare import compare
+    from windtunnel.sweep.markdown import comparison_table
 
     def go():
         names = tuple(m.strip() for m in models.split(",") if m.strip())
         folder, summary = compare(task, names, profile, parse_overrides(overrides), out, progress=not quiet)
         typer.echo("")
         typer.echo(comparison_table(summary["table"], task))
-        typer.echo(f"\nwritten: {folder}/summary.md, {folder}/table.csv, {folder}/calibration.png; page: windtunnel report {folder}")
+        typer.echo(f"\nwritten: {folder}/summary.md, {folder}/table.csv, {folder}/calibration.png; "
+                   f"page: windtunnel report {folder}")
         typer.echo(str(folder))
 
     _run_errors(go)
@@ -275,11 +276,12 @@ def run(
 
 @app.command()
 def sweep(
-    config: Optional[str] = typer.Argument(None, help="a shipped sweep (paper1, paper1-quick) or a sweep JSON file"),
-    out: Optional[Path] = typer.Option(None, "--out", help="sweep folder (default runs/sweep-<name>-<hash>)"),
+    config: str | None = typer.Argument(None, help="a shipped sweep (paper1, paper1-quick) or a sweep JSON file"),
+    out: Path | None = typer.Option(None, "--out", help="sweep folder (default runs/sweep-<name>-<hash>)"),
     backend: str = typer.Option("local", "--backend", help="local (this machine) or ray"),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join (e.g. auto or ray://host:10001); default: start a local Ray"),
-    jobs: Optional[str] = typer.Option(None, "--jobs", help=JOBS_HELP),
+    address: str | None = typer.Option(
+        None, "--address", help="Ray cluster to join (e.g. auto or ray://host:10001); default: start a local Ray"),
+    jobs: str | None = typer.Option(None, "--jobs", help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP + " For every run, e.g. --set train.steps=500"),
     grid: list[str] = typer.Option([], "--grid", help="grid axis, e.g. --grid train.seed=0,1,2 (replaces the sweep's axis)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the run list (and which are finished) without training"),
@@ -293,14 +295,19 @@ def sweep(
     summary.md and summary.json; `windtunnel report DIR` turns them into a page.
     """
     from windtunnel.sweep import expand, load_sweep, run_sweep, sweep_names
-    from windtunnel.sweep.config import parse_grid_option
-    from windtunnel.sweep.run import default_out, is_finished
+    from windtunnel.sweep.config import parse_grid_option, parse_jobs
+    from windtunnel.sweep.run import check_backend, default_out, is_finished
 
     if config is None:
         typer.echo("shipped sweeps: " + ", ".join(sweep_names()) + "\nrun one with `windtunnel sweep NAME`, or pass a JSON file")
         return
 
     def go():
+        # every argument is checked before anything is written (run_sweep checks the runs, jobs and
+        # the backend again, and starts or joins Ray, before it makes the folder)
+        check_backend(backend)
+        if jobs is not None:
+            parse_jobs(jobs)
         cfg = load_sweep(config)
         pairs = parse_overrides(overrides)
         axes = dict(parse_grid_option(g) for g in grid)
@@ -330,11 +337,12 @@ def scorecard(
     model: str = typer.Argument(..., help="a registered architecture, or package.module:Class for your own (imports it)"),
     profile: str = typer.Option("quick", "--profile", help="run profile: quick (paper1-quick's budget, 2 CPU cores) or paper"),
     seeds: int = typer.Option(1, "--seeds", min=1, max=100, help="seeds 0..N-1 per run"),
-    primitives: Optional[str] = typer.Option(None, "--primitives", help="comma-separated subset of accumulation, transport, binding, continuous, sula"),
-    out: Optional[Path] = typer.Option(None, "--out", help="folder (default runs/sweep-scorecard-<model>-<hash>)"),
+    primitives: str | None = typer.Option(
+        None, "--primitives", help="comma-separated subset of accumulation, transport, binding, continuous, sula"),
+    out: Path | None = typer.Option(None, "--out", help="folder (default runs/sweep-scorecard-<model>-<hash>)"),
     backend: str = typer.Option("local", "--backend", help="local or ray (the model's module must be importable on the workers)"),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join"),
-    jobs: Optional[str] = typer.Option(None, "--jobs", help=JOBS_HELP),
+    address: str | None = typer.Option(None, "--address", help="Ray cluster to join"),
+    jobs: str | None = typer.Option(None, "--jobs", help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help="override for every run, e.g. --set train.steps=500"),
     rungs: bool = typer.Option(True, "--rungs/--no-rungs", help="score every rung of each tunnel's difficulty ladder, "
                                "or only the profile's own setting"),
@@ -352,25 +360,29 @@ def scorecard(
     `windtunnel report DIR` to redraw the page.
     """
     from windtunnel.report.page import write_report
-    from windtunnel.sweep import run_sweep
+    from windtunnel.sweep import expand, run_sweep
     from windtunnel.sweep.config import parse_jobs
-    from windtunnel.sweep.run import default_out
+    from windtunnel.sweep.run import backend_session, check_backend, default_out
     from windtunnel.sweep.scorecard import SCORECARD_FILE, scorecard_sweep, tune_scorecard, write_scorecard
 
     def go():
+        # every argument is checked before anything is written (the tuning writes first)
+        check_backend(backend)
         chosen = [p.strip() for p in primitives.split(",") if p.strip()] if primitives is not None else None
         pairs = parse_overrides(overrides)
         if jobs is not None:
             parse_jobs(jobs)
         if tune and any(k == "train.lr" for k, _ in pairs):
             raise ConfigError("--set train.lr=... fixes the learning rate that the scorecard would tune; add --no-tune")
-        cfg = scorecard_sweep(model, profile, seeds, chosen, rungs)  # checks the arguments before anything is written
+        cfg = scorecard_sweep(model, profile, seeds, chosen, rungs)
+        expand(cfg, pairs)  # the model and the --set overrides, on every run
         folder = out or default_out(cfg, overrides)
-        if tune:
-            tuned = tune_scorecard(model, folder, profile, chosen, pairs, jobs, log=typer.echo)
-            cfg = scorecard_sweep(model, profile, seeds, chosen, rungs, tuned)
-        outcome = run_sweep(cfg, folder, backend=backend, address=address,
-                            overrides=pairs, progress=not quiet, log=typer.echo, jobs=jobs)
+        with backend_session(backend, address):  # a Ray cluster that cannot be started or joined, too
+            if tune:
+                tuned = tune_scorecard(model, folder, profile, chosen, pairs, jobs, log=typer.echo)
+                cfg = scorecard_sweep(model, profile, seeds, chosen, rungs, tuned)
+            outcome = run_sweep(cfg, folder, backend=backend, address=address,
+                                overrides=pairs, progress=not quiet, log=typer.echo, jobs=jobs)
         summary = json.loads((outcome.out / "summary.json").read_text())
         doc = write_scorecard(outcome.out, summary, cfg, model)
         paths = write_report(outcome.out)
@@ -396,11 +408,11 @@ def tune_cmd(
                                    "--grid train.weight_decay=0,0.1 (default: lr at 1e-4, 3.16e-4, 1e-3, 3.16e-3, 1e-2)"),
     rungs: str = typer.Option("0.1,0.3", "--rungs", help="fractions of train.steps at which candidates are compared"),
     eta: float = typer.Option(2.0, "--eta", help="keep ceil(n / eta) candidates at each rung but the last (which keeps one)"),
-    metric: Optional[str] = typer.Option(None, "--metric", help="probe metric that ranks them: kl_bayes_model, "
+    metric: str | None = typer.Option(None, "--metric", help="probe metric that ranks them: kl_bayes_model, "
                                          "entropy_error or accuracy (default: the task's primitive metric)"),
     full: bool = typer.Option(False, "--full", help="train every candidate to the end (no halving)"),
-    out: Optional[Path] = typer.Option(None, "--out", help="folder (default runs/tune-<task>-<model>)"),
-    jobs: Optional[str] = typer.Option(None, "--jobs", help=JOBS_HELP),
+    out: Path | None = typer.Option(None, "--out", help="folder (default runs/tune-<task>-<model>)"),
+    jobs: str | None = typer.Option(None, "--jobs", help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """Tune a training setting (the learning rate by default) of one architecture on one tunnel:
@@ -453,10 +465,11 @@ def report(
 @app.command()
 def diagnose(
     run_dir: Path = typer.Argument(..., help="a run directory made by `windtunnel train` or `windtunnel run`"),
-    analyses: Optional[str] = typer.Option(None, "--analyses", help="comma-separated subset (default: all that apply)"),
+    analyses: str | None = typer.Option(None, "--analyses", help="comma-separated subset (default: all that apply)"),
     seed: int = typer.Option(0, "--seed", help="seed of the probe batch"),
     n_sequences: int = typer.Option(256, "--n", help="probe sequences"),
-    threads: int = typer.Option(0, "--threads", help="torch CPU threads (0: torch's default; 1 is faster on a busy machine)"),
+    threads: int = typer.Option(
+        0, "--threads", min=0, help="torch CPU threads (0: torch's default; 1 is faster on a busy machine)"),
     json_out: bool = typer.Option(False, "--json", help="print diagnostics.json"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress output"),
 ) -> None:
@@ -483,8 +496,8 @@ def diagnose(
 def llm(
     ctx: typer.Context,
     model: str = typer.Argument(..., help="Hugging Face hub id, local folder or local .gguf file"),
-    analyses: Optional[str] = typer.Option(None, "--analyses", help="comma-separated subset (default: all)"),
-    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default runs/llm-<model>)"),
+    analyses: str | None = typer.Option(None, "--analyses", help="comma-separated subset (default: all)"),
+    out: Path | None = typer.Option(None, "--out", help="output folder (default runs/llm-<model>)"),
 ) -> None:
     """Paper III on a pretrained causal LM: value manifold, key frames, attention, SULA, interventions.
 

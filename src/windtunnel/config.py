@@ -11,7 +11,8 @@ import json
 import os
 import types
 import typing
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator

@@ -3,7 +3,8 @@
 Every file windtunnel writes reaches the disk through :func:`write_synced` (a new file, flushed
 and fsynced), :func:`atomic_write_bytes` / :func:`atomic_write_text` (a temporary file renamed
 over the target, so a reader sees the old file or the new one) or :func:`append_text` (whole
-lines appended, rolled back on failure). :func:`jsonable` turns a result into plain JSON types. A full disk (``ENOSPC``, or a quota: ``EDQUOT``) becomes a
+lines appended, rolled back on failure). :func:`jsonable` turns a result into plain JSON types.
+A full disk (``ENOSPC``, or a quota: ``EDQUOT``) becomes a
 :class:`DiskFullError` naming the path; the partial file is removed first, so earlier results
 stay as they were and the same command continues once space is freed.
 """

@@ -196,7 +196,8 @@ def _run_block(block: Block, workdir: Path, kinds: set[str]) -> None:
         return
     selected = [c for c in block.commands if c.kind in kinds]
     assert selected
-    if all(_windtunnel_argv(c.text) is not None for c in selected):  # only `windtunnel ...` commands: in this process, without starting Python each time
+    # only `windtunnel ...` commands: in this process, without starting Python each time
+    if all(_windtunnel_argv(c.text) is not None for c in selected):
         for cmd in selected:
             # without its comment, which is prose: a placeholder there names a run not yet made
             text = shlex.join(shlex.split(cmd.text, comments=True))

@@ -156,13 +156,14 @@ def test_a_new_analysis_is_one_record(trained):
         return {"n_points": int(ctx.acts("final").states["final"].shape[:2].numel()),
                 "mean_h_bayes": float(ctx.h_bayes.mean())}
 
-    def plot(res, out):
+    def plot(res, doc, out):
+        assert doc["results"]["toy"] is res and doc["task"] == "bijection"  # the whole document beside the result
         fig, ax = plt.subplots()
         ax.bar([0], [res["mean_h_bayes"]])
         return [save_figure(fig, out / "toy.png")]
 
     toy = Analysis(name="toy", title="A toy analysis", applies=lambda ctx: None, run=run,
-                   markdown=lambda r: [f"Toy: {r['n_points']} points, mean H_Bayes {r['mean_h_bayes']:.3f} bits."],
+                   markdown=lambda r, doc: [f"Toy: {r['n_points']} points, mean H_Bayes {r['mean_h_bayes']:.3f} bits."],
                    plot=plot, needs_activations=True)
     run_dir = trained("bij")
     REGISTRY.register(toy)

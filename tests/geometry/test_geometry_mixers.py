@@ -2,14 +2,13 @@
 skipped with the capability it lacks, as the model's capabilities say."""
 
 import pytest
+from conftest import tiny_run_config
 
 from windtunnel.geometry import run_diagnostics
 from windtunnel.geometry.diagnose import REGISTRY
 from windtunnel.models import make_model
 from windtunnel.tasks import make_task
 from windtunnel.train.trainer import train
-
-from conftest import tiny_run_config
 
 MIXERS = {"gru": {}, "linear_attention": {"n_heads": 2}, "deltanet": {"n_heads": 2}, "swa_transformer": {"n_heads": 2},
           "hybrid": {"n_heads": 2}}

@@ -6,14 +6,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import tiny_run_config
 from typer.testing import CliRunner
 
 from windtunnel.cli import app
 from windtunnel.config import ConfigError
 from windtunnel.geometry import run_diagnostics
 from windtunnel.train.trainer import train
-
-from conftest import tiny_run_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MIXER = {"n_layers": 2, "d_model": 16}

@@ -4,7 +4,6 @@ small byte-level BPE tokenizer and loaded through the same path as a user's mode
 from __future__ import annotations
 
 import pytest
-
 from llm_tiny import FAMILIES, build_model, build_tokenizer
 
 

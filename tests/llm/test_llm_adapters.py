@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from llm_tiny import FAMILIES, build_model
+
 from windtunnel.config import ConfigError
 from windtunnel.llm.capture import run_prompts
 from windtunnel.llm.config import build_options

@@ -43,7 +43,7 @@ def test_prompt_format_and_counts(sets):
 
 def test_posterior_is_exact(sets):
     main = sets["main"]
-    for text, k, p, h in zip(main.texts, main.k, main.p_bayes, main.h_bayes):
+    for text, _k, p, h in zip(main.texts, main.k, main.p_bayes, main.h_bayes):
         n1, n2, _ = _counts(text)
         expect = 1 / (1 + math.exp(-(n1 - n2) * math.log(9)))
         assert p == pytest.approx(expect, abs=1e-12)

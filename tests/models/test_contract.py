@@ -7,7 +7,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
 from windtunnel.config import ConfigError
 from windtunnel.models import check_model, make_model, model_class, model_names
@@ -37,7 +36,8 @@ def test_every_builtin_model_keeps_the_contract(task):
     for name in model_names():
         if name == "mamba2":
             pytest.importorskip("transformers")
-        check_model(make_model(name, spec, {"n_layers": 1} if name != "mlp" else {"n_layers": 1, "variant": "per_position"}), spec)
+        params = {"n_layers": 1} if name != "mlp" else {"n_layers": 1, "variant": "per_position"}
+        check_model(make_model(name, spec, params), spec)
 
 
 def test_the_example_user_mixer_loads_and_keeps_the_contract(user_modules):
@@ -110,7 +110,7 @@ def test_missing_parts_are_named(user_modules):
     cases = {
         "usermod_bad:NotAModel": "must be a subclass of windtunnel.models.WindModel",
         "usermod_bad:NoConfig": "needs a class attribute Config",
-        "usermod_bad:NoMix": "does not implement mix and capture_names",
+        "usermod_bad:NoMix": "does not implement mix",
         "usermod_bad:NoPositions": r"forward must accept \(inputs, positions=None\)",
         "usermod_bad:Missing": "has no attribute 'Missing'",
         "usermod_nowhere:Model": "cannot import module 'usermod_nowhere'",

@@ -4,10 +4,9 @@ named ``blocks.{i}.resid_post`` by every architecture."""
 
 import pytest
 import torch
+from conftest import SEPVOCAB, SMALL
 
 from windtunnel.models import WindModel, make_model, model_names
-
-from conftest import SEPVOCAB, SMALL
 
 #: name -> (has_attention, has_head_ablation, has_recurrent_state, has key weights)
 EXPECTED = {

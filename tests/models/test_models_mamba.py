@@ -12,18 +12,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from windtunnel.config import ConfigError
-from windtunnel.models import check_model, make_model, scan_ext
+from windtunnel.models import check_model, make_model
 from windtunnel.models.base import NO_CAPTURE
-from windtunnel.models.mamba import (
-    CppCausalConvSiLU,
-    CppRMSNorm,
-    CppSelectiveScan,
-    MambaConfig,
-    MambaMixer,
-    SelectiveScan,
-    causal_conv_silu,
-    selective_scan,
-)
+from windtunnel.models.mamba import MambaConfig, MambaMixer
+from windtunnel.models.ops import scan_ext
+from windtunnel.models.ops.causal_conv import CppCausalConvSiLU, causal_conv_silu
+from windtunnel.models.ops.rms_norm import CppRMSNorm
+from windtunnel.models.ops.selective_scan import CppSelectiveScan, SelectiveScan, selective_scan
 from windtunnel.train.config import RunConfig, resolve_run
 from windtunnel.train.trainer import train
 
@@ -192,7 +187,7 @@ def test_cpp_and_pytorch_paths_agree_in_float64(sepvocab, monkeypatch):
     weight = torch.randn(5, 37, 36, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     results = {}
     for path in ("torch", "cpp"):
-        monkeypatch.setattr(scan_ext, "use_cpp", lambda: path == "cpp")
+        monkeypatch.setattr(scan_ext, "use_cpp", lambda path=path: path == "cpp")
         model.zero_grad()
         final = model.mix(model.embed(x), NO_CAPTURE)
         (final * weight).sum().backward()
@@ -207,7 +202,7 @@ def test_a_stale_build_lock_is_removed_and_a_fresh_one_kept(tmp_path):
     import os
     import time
 
-    from windtunnel.models.scan_ext import clear_stale_lock
+    from windtunnel.models.ops.scan_ext import clear_stale_lock
 
     lock = tmp_path / "lock"
     assert not clear_stale_lock(lock)  # none there
@@ -298,11 +293,11 @@ def test_authors_mixer_is_the_reference_mixer_where_they_coincide(scan_path, dty
     ref.load_state_dict({**state, "A_log": authors.A_log.detach().expand(di, -1)})
     x = torch.randn(3, 21, d, generator=torch.Generator().manual_seed(1), dtype=dtype)
 
-    out = authors(x, NO_CAPTURE, "m")
+    out = authors(x)
     torch.testing.assert_close(out, authors_from_reference(ref, authors.norm, x), **tol)
     authors.norm = nn.Identity()
     tol = dict(atol=1e-12, rtol=1e-12) if dtype == torch.float64 else dict(atol=1e-6, rtol=1e-6)
-    torch.testing.assert_close(authors(x, NO_CAPTURE, "m"), ref(x, NO_CAPTURE, "m"), **tol)
+    torch.testing.assert_close(authors(x), ref(x), **tol)
 
 
 def their_forward(model, x: torch.Tensor) -> torch.Tensor:

@@ -43,5 +43,6 @@ def test_bad_head_layout(sepvocab, params, message):
 
 def test_clear_error_without_transformers(sepvocab, monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # makes `import transformers` fail
-    with pytest.raises(ConfigError, match=r"model 'mamba2' needs the optional package 'transformers' of the 'llm' extra .*make setup EXTRAS=llm"):
+    message = r"model 'mamba2' needs the optional package 'transformers' of the 'llm' extra .*make setup EXTRAS=llm"
+    with pytest.raises(ConfigError, match=message):
         make_model("mamba2", sepvocab, dict(n_layers=1, d_model=16, head_dim=8))

@@ -6,13 +6,12 @@ test_models_contract.py run on them too, through conftest.SMALL.)"""
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import SMALL
+from test_models_contract import sample_inputs
 
 from windtunnel.models import count_params, make_model
 from windtunnel.models.deltanet import delta_rule_chunked, delta_rule_pattern, delta_rule_recurrent
 from windtunnel.models.linear_attention import FEATURE_MAPS, linear_attention
-
-from conftest import SMALL
-from test_models_contract import sample_inputs
 
 NEW = ["gru", "linear_attention", "deltanet", "swa_transformer", "hybrid"]
 QUICK_TASKS = ["bijection", "hmm", "recall", "regression", "sula", "kalman", "dirichlet", "changepoint"]
@@ -210,7 +209,7 @@ def test_quick_profiles_match_the_transformer_within_2_percent(task):
     transformer's count (position tables sized for the longest evaluated length included)."""
     from windtunnel.sweep.expand import matched_configs
     from windtunnel.tasks import make_task
-    from windtunnel.train.trainer import sized_model_params
+    from windtunnel.train.build import sized_model_params
 
     configs = matched_configs(task, ["transformer", *NEW], "quick", [], "transformer")
     spec = make_task(configs[0].task, configs[0].task_params).spec

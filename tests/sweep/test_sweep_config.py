@@ -3,14 +3,13 @@
 import json
 
 import pytest
+from sweep_tiny import tiny_sweep_doc
 
 from windtunnel.config import ConfigError
 from windtunnel.sweep import expand, load_sweep, sweep_names
 from windtunnel.sweep.config import SweepConfig, parse_grid_option
 from windtunnel.sweep.expand import grid_points
 from windtunnel.train.trainer import build
-
-from sweep_tiny import tiny_sweep_doc
 
 
 def test_grid_points_is_the_cartesian_product_in_order():

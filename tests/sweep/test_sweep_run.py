@@ -4,7 +4,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
 from sweep_tiny import TINY_OVERRIDES, tiny_sweep_doc, two_run_sweep, wait_for_second_run

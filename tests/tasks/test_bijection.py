@@ -5,8 +5,8 @@ import math
 
 import pytest
 import torch
-
 from test_common import LADDERS, ladder
+
 from windtunnel.config import ConfigError
 from windtunnel.tasks import make_generator, make_task
 

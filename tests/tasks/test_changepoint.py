@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from test_common import LADDERS, reliability_z, rung_id, rung_params
+
 from windtunnel.config import ConfigError
 from windtunnel.tasks import make_generator, make_task
 from windtunnel.tasks.changepoint import run_length_buckets, run_length_filter, segment_distributions

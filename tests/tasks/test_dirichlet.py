@@ -9,14 +9,13 @@ from fractions import Fraction
 
 import pytest
 import torch
+from test_common import reliability_z
 from typer.testing import CliRunner
 
 from windtunnel.cli import app
 from windtunnel.config import ConfigError
 from windtunnel.tasks import make_generator, make_task
 from windtunnel.tasks.dirichlet import counts_before, implied_alpha, predictive
-
-from test_common import reliability_z
 
 
 def log_marginal(seq, n_cat, alpha):

@@ -5,8 +5,8 @@ import itertools
 import numpy as np
 import pytest
 import torch
-
 from test_common import LADDERS, rung_id, rung_params
+
 from windtunnel.tasks import make_generator, make_task
 from windtunnel.tasks.hmm import discretize_rows, forward_filter
 from windtunnel.tasks.sampling import dirichlet, gamma

@@ -7,9 +7,9 @@ import math
 
 import pytest
 import torch
+from test_common import ladder
 from typer.testing import CliRunner
 
-from test_common import ladder
 from windtunnel.config import ConfigError
 from windtunnel.tasks import make_generator, make_task
 from windtunnel.tasks.kalman import kalman_filter

@@ -2,8 +2,8 @@
 
 import pytest
 import torch
-
 from test_common import ladder
+
 from windtunnel.config import ConfigError
 from windtunnel.tasks import make_generator, make_task
 from windtunnel.tasks.recall import ANS, KEY0, QUERY, STORE

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from test_common import ladder
+
 from windtunnel.tasks import make_generator, make_task
 
 

@@ -9,7 +9,7 @@ from windtunnel.tasks import make_generator, make_task
 
 
 def bayes_rule(labels, alpha):
-    lik = [math.prod(alpha if l == y else 1 - alpha for l in labels) for y in (0, 1)]
+    lik = [math.prod(alpha if label == y else 1 - alpha for label in labels) for y in (0, 1)]
     return [x / sum(lik) for x in lik]
 
 

@@ -12,10 +12,10 @@ import torch
 from test_trainer import final_weights
 
 from windtunnel import files
+from windtunnel.config import parse_overrides
 from windtunnel.interrupt import Interrupted
 from windtunnel.train import trainer as trainer_mod
 from windtunnel.train.checkpoint import latest_resumable, list_checkpoints
-from windtunnel.config import parse_overrides
 from windtunnel.train.config import resolve_run
 from windtunnel.train.trainer import train
 

@@ -86,7 +86,8 @@ def test_killed_process_resumes_to_the_same_weights(tmp_path):
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     subprocess.run([*args, "--out", str(tmp_path / "clean")], check=True, env=env, capture_output=True)
-    proc = subprocess.Popen([*args, "--out", str(tmp_path / "killed")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([*args, "--out", str(tmp_path / "killed")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     while time.time() < deadline:
         cks = list_checkpoints(tmp_path / "killed")
@@ -147,7 +148,8 @@ def test_stray_temporary_checkpoint_is_ignored(tiny_config, tmp_path):
 
 
 def test_schedules():
-    cfg = RunConfig.build({"task": "bijection", "model": "lstm", "train": {"steps": 100, "warmup": 10, "schedule": "cosine"}}).train
+    cfg = RunConfig.build(
+        {"task": "bijection", "model": "lstm", "train": {"steps": 100, "warmup": 10, "schedule": "cosine"}}).train
     assert lr_at(0, cfg) == pytest.approx(0.1) and lr_at(9, cfg) == pytest.approx(1.0)
     assert lr_at(55, cfg) == pytest.approx(0.5) and lr_at(100, cfg) == pytest.approx(0.0, abs=1e-12)
     assert log_spaced_steps(1000, 3)[0] == 0 and log_spaced_steps(1000, 3)[-1] == 1000
@@ -183,7 +185,7 @@ def test_hmm_length_generalisation_sizes_the_position_table(tmp_path):
 def test_mamba_resume_gives_the_same_weights(tmp_path, monkeypatch, path):
     """Bit-identical resume holds for mamba on each CPU path (the C++ kernels' sums do not depend
     on thread timing)."""
-    from windtunnel.models import scan_ext
+    from windtunnel.models.ops import scan_ext
 
     if path == "cpp" and not scan_ext.cpp_available()[0]:
         pytest.skip(f"the C++ kernels do not build here ({scan_ext.cpp_available()[1]})")

@@ -10,8 +10,7 @@ from typing import Any
 
 import torch
 
-from windtunnel.evaluate.metrics import (AUTHORS_KL_EPS, accuracy, entropy_error, model_prediction, per_position,
-                                         summarize)
+from windtunnel.evaluate.metrics import AUTHORS_KL_EPS, accuracy, entropy_error, model_prediction, per_position, summarize
 from windtunnel.tasks.base import Batch, Prediction, Task, make_generator
 
 

@@ -22,7 +22,8 @@ that support mismatch directly.
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal, Sequence
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 import torch
 

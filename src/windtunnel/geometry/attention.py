@@ -10,7 +10,8 @@ where the attention goes in the bijection.
 * Query-key alignment (the authors' ``qk-align``): per layer, cos(q at scored position i, k at
   scored position j) for j < i, averaged over heads and sequences: a (P, P) map, NaN above the
   diagonal, plus its mean.
-* Bijection mass split (operationalising 6.2(c); tasks with ``alternates_keys_values``): at the k-th key position (k >= 2) the mass on
+* Bijection mass split (operationalising 6.2(c); tasks with ``alternates_keys_values``): at the
+  k-th key position (k >= 2) the mass on
   the query itself, on earlier key tokens and on earlier value tokens. Every earlier value token
   is a value already used, i.e. an eliminated hypothesis, so the value-token mass is the mass
   on eliminated hypotheses; the still-feasible ones never appear as tokens. Reported per head

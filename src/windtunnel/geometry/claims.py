@@ -67,7 +67,8 @@ def mamba_clusters(r: dict[str, Any]) -> tuple[str, str]:
     p, p0, p_init = c["purity"], c["purity_null"], r["init"].get("clusters", {}).get("purity")
     verdict = HOLDS if p >= 0.8 else PARTLY if p >= p0 + 0.1 else NO
     init = f", step 0 {p_init:.2f}" if p_init is not None else ""
-    return f"k = {r['k']}: purity {p:.2f} (permuted labels {p0:.2f}{init}), entropy probe R² {r['trained']['probe']['r2']:.2f}", verdict
+    return (f"k = {r['k']}: purity {p:.2f} (permuted labels {p0:.2f}{init}), "
+            f"entropy probe R² {r['trained']['probe']['r2']:.2f}"), verdict
 
 
 def top_attention_length(r: dict[str, Any]) -> tuple[str, str]:

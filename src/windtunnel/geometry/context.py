@@ -19,10 +19,11 @@ from windtunnel.config import ConfigError
 from windtunnel.evaluate.evaluator import task_bayes
 from windtunnel.models.base import LAYER_STATE
 from windtunnel.tasks.base import Batch, Prediction, Task, make_generator
+from windtunnel.train.build import build
 from windtunnel.train.checkpoint import load_weights
 from windtunnel.train.config import RunConfig
 from windtunnel.train.rundir import RunDir
-from windtunnel.train.trainer import build
+
 
 @dataclass
 class Activations:

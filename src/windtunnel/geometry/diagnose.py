@@ -2,8 +2,9 @@
 
 Analyses are named units over one shared :class:`~windtunnel.geometry.context.Context` (the
 run's final and step-0 models and the activations they produce on one fixed probe batch). Each
-analysis module declares one :class:`~windtunnel.analysis.Analysis` record (``applies(ctx)``,
-``run(ctx)``, ``markdown(result)``, ``plot(result, out)``, whether it needs the activations);
+analysis module, named as its analysis, declares one :class:`~windtunnel.analysis.Analysis`
+record (``applies(ctx)``, ``run(ctx)``, ``markdown(result, doc)``, ``plot(result, doc, out)``,
+whether it needs the activations);
 :data:`REGISTRY` holds them in the order they run.
 Results go to ``diagnostics.json`` (numbers, nulls and tests per analysis; skipped analyses
 with the reason), ``diagnostics.md`` (short tables) and ``plots/geometry/*.png`` in the run
@@ -24,15 +25,13 @@ from threadpoolctl import threadpool_limits
 from windtunnel.analysis import AnalysisRegistry
 from windtunnel.config import ConfigError
 from windtunnel.files import atomic_write_text, jsonable
-from windtunnel.geometry import ablation, attention, dynamics, filter_probe, keyframe, logit_lens, manifold, recurrent
+from windtunnel.geometry import ablation, attention, dynamics, filter_probe, key_frame, logit_lens, recurrent, value_manifold
 from windtunnel.geometry.context import Context
 from windtunnel.geometry.markdown import render
-from windtunnel.geometry.plots import plot_all
-
 
 #: every analysis, in the order they run and are written (a new analysis: one module with an
 #: ``ANALYSIS`` record, named here)
-REGISTRY = AnalysisRegistry([keyframe.ANALYSIS, attention.ANALYSIS, manifold.ANALYSIS, ablation.ANALYSIS,
+REGISTRY = AnalysisRegistry([key_frame.ANALYSIS, attention.ANALYSIS, value_manifold.ANALYSIS, ablation.ANALYSIS,
                              logit_lens.ANALYSIS, dynamics.ANALYSIS, recurrent.ANALYSIS, filter_probe.ANALYSIS])
 #: the names of the built-in analyses, in the order they run
 ANALYSES: tuple[str, ...] = tuple(REGISTRY.names())
@@ -96,7 +95,7 @@ def run_diagnostics(run_dir: Path | str, analyses: list[str] | None = None,
     doc = jsonable(doc)
     out_dir = ctx.run_dir / "plots" / "geometry"
     t0 = time.perf_counter()
-    paths = plot_all(doc["results"], out_dir, REGISTRY)
+    paths = REGISTRY.plot_all(doc, out_dir)
     timings["plots"] = time.perf_counter() - t0
     timings["setup"] = t_setup
     timings["total"] = time.perf_counter() - t_start

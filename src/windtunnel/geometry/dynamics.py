@@ -4,7 +4,7 @@ attention settle early while the value manifold and the calibration keep improvi
 For every saved checkpoint, on the same probe batch: the attention-map distance to the final
 model (Jensen-Shannon divergence in bits between matching attention rows, averaged over
 sequences, heads and query rows t >= 1, per layer and overall), the layer-0 key-frame statistic
-(and every layer's; at layer 0 also every token variant of :mod:`keyframe`: centred keys, OV
+(and every layer's; at layer 0 also every token variant of :mod:`key_frame`: centred keys, OV
 vectors, the value tokens), the value-manifold numbers of the final-normed state (standardised PC1,
 Spearman r(PC1, H_Bayes), probe R^2), the entropy error and KL(Bayes || model).
 
@@ -24,7 +24,7 @@ import torch
 from windtunnel import stats
 from windtunnel.analysis import Analysis
 from windtunnel.evaluate.metrics import AUTHORS_KL_EPS, entropy_error, model_prediction, per_position
-from windtunnel.geometry import keyframe, markdown, plots
+from windtunnel.geometry import key_frame, markdown, plots
 from windtunnel.geometry.context import Activations, Context, capture, flat
 from windtunnel.train.checkpoint import load_weights
 
@@ -70,9 +70,9 @@ def checkpoint_point(ctx: Context, model, acts: Activations, final: Activations,
         row["attention_js"] = float(np.mean(js))
     if token_sets:
         with torch.no_grad():
-            variants = {prefix + v: [float(h.mean()) for h in keyframe.per_head(model, toks, v)]
-                        for prefix, toks in token_sets.items() for v in keyframe.TOKEN_VARIANTS}
-        row["key_frame_per_layer"] = variants[keyframe.HEADLINE]
+            variants = {prefix + v: [float(h.mean()) for h in key_frame.per_head(model, toks, v)]
+                        for prefix, toks in token_sets.items() for v in key_frame.TOKEN_VARIANTS}
+        row["key_frame_per_layer"] = variants[key_frame.HEADLINE]
         row["key_frame_layer0"] = row["key_frame_per_layer"][0]
         row["key_frame_variants_layer0"] = {k: v[0] for k, v in variants.items()}
     return row
@@ -80,10 +80,10 @@ def checkpoint_point(ctx: Context, model, acts: Activations, final: Activations,
 
 def run(ctx: Context, progress=None) -> dict:
     final = ctx.acts("final")
-    hyp = keyframe.hypothesis_tokens(ctx.task) if keyframe.model_reason(ctx.model) is None else None
+    hyp = key_frame.hypothesis_tokens(ctx.task) if key_frame.model_reason(ctx.model) is None else None
     token_sets = {}  # key-frame token sets followed over the checkpoints: prefix -> token ids
     if hyp is not None and len(hyp[0]) >= 2:
-        token_sets = {"": hyp[0], **{p: ids for p, (ids, _) in keyframe.extra_token_sets(ctx.task).items()}}
+        token_sets = {"": hyp[0], **{p: ids for p, (ids, _) in key_frame.extra_token_sets(ctx.task).items()}}
     rows = []
     for step, path in ctx.checkpoints:
         if step == ctx.step:

@@ -26,6 +26,8 @@ observations.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from windtunnel import stats
@@ -100,7 +102,7 @@ def run(ctx: Context) -> dict:
                       "gain_over_init": head["r2"] - head["init_r2"]}}
 
 
-def markdown(r: dict) -> list[str]:
+def markdown(r: dict, doc: dict) -> list[str]:
     b, h = r["best"], r["final"]
     out = [f"Ridge probe from each representation to the {r['label']}; {r['n_points']} points (every scored "
            f"position that has read an observation), held-out R² pooled over the coordinates, split "
@@ -114,7 +116,7 @@ def markdown(r: dict) -> list[str]:
                         "R² predictive mean", "step 0"], rows)
 
 
-def plot(r: dict, out) -> list:
+def plot(r: dict, doc: dict, out: Path) -> list[Path]:
     names = [x["name"] for x in r["layers"]]
     xs = np.arange(len(names))
     def val(key: str) -> np.ndarray:

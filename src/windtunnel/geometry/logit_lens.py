@@ -17,6 +17,7 @@ from windtunnel.evaluate.metrics import AUTHORS_KL_EPS, entropy_error, model_pre
 from windtunnel.geometry import markdown, plots
 from windtunnel.geometry.context import Activations, Context
 
+
 def applies(ctx: Context) -> str | None:
     if ctx.model.final_norm is None:
         return "no final norm to read layers through (model.final_norm is None)"

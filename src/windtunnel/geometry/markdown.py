@@ -1,8 +1,9 @@
 """``diagnostics.md``: short tables of every analysis' headline numbers beside their nulls.
 
-One section renderer per analysis (``result -> lines``), named by the analysis' record
-(:class:`~windtunnel.analysis.Analysis`); :func:`render` writes the sections in the order of the
-results, each under its record's title."""
+One section renderer per analysis (``(result, doc) -> lines``, the
+:class:`~windtunnel.analysis.Markdown` protocol; these read only their result), named by the
+analysis' record (:class:`~windtunnel.analysis.Analysis`); :func:`render` writes the sections in
+the order of the results, each under its record's title."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from windtunnel.analysis import AnalysisRegistry
 from windtunnel.tables import f, pct, table
 
 
-def key_frame(r: dict) -> list[str]:
+def key_frame(r: dict, doc: dict) -> list[str]:
     out = [f"Hypothesis tokens: {r['tokens']}. Null: step 0 ({r['null_init']}) and {r['n_null']} draws of "
            f"{r['null_random']}. p (random): Monte Carlo, one-sided (trained below random), then two-sided; p (init): "
            "permutation test over token pairs, two-sided.", ""]
@@ -25,7 +26,7 @@ def key_frame(r: dict) -> list[str]:
                         "p (init)"], rows)
 
 
-def attention(r: dict) -> list[str]:
+def attention(r: dict, doc: dict) -> list[str]:
     rows = []
     for layer in r["layers"]:
         s, s0, d = layer["scored"], layer["init_scored"], layer["diff_vs_init"]
@@ -46,7 +47,7 @@ def attention(r: dict) -> list[str]:
     return out
 
 
-def value_manifold(r: dict) -> list[str]:
+def value_manifold(r: dict, doc: dict) -> list[str]:
     rows = []
     for name, rep in r["representations"].items():
         t, i, g = rep["trained"], rep["init"], rep["gaussian"]
@@ -63,7 +64,7 @@ def value_manifold(r: dict) -> list[str]:
          "probe R²", "shuffled R²", "position-only R²", "PC1 step 0", "R² step 0", "PC1 Gaussian"], rows)
 
 
-def ablation(r: dict) -> list[str]:
+def ablation(r: dict, doc: dict) -> list[str]:
     b = r["baseline"]
     fh = r["frame_head"]
     out = [f"Baseline entropy error {f(b['entropy_error'], '.4f')} bits, KL(Bayes||model) {f(b['kl'], '.4f')} bits. "
@@ -92,7 +93,7 @@ def ablation(r: dict) -> list[str]:
     return out
 
 
-def logit_lens(r: dict) -> list[str]:
+def logit_lens(r: dict, doc: dict) -> list[str]:
     init = {x["name"]: x for x in r["init_layers"]}
     rows = [[x["name"], f(x["kl_model_bayes"], ".4f"), f(x["kl_bayes_model"], ".4f"), f(x["entropy_error"], ".4f"),
              f(init.get(x["name"], {}).get("kl_bayes_model"), ".4f")] for x in r["layers"]]
@@ -101,7 +102,7 @@ def logit_lens(r: dict) -> list[str]:
         "", f"Model output: KL(Bayes||model) {f(r['model_output']['kl_bayes_model'], '.4f')}. Baselines: {base}."]
 
 
-def dynamics(r: dict) -> list[str]:
+def dynamics(r: dict, doc: dict) -> list[str]:
     keys = list(r["series"])
     rows = [[str(c["step"])] + [f(c.get(k), ".4f") for k in keys] for c in r["checkpoints"]]
     out = table(["step"] + keys, rows)
@@ -119,7 +120,7 @@ def dynamics(r: dict) -> list[str]:
     return out
 
 
-def recurrent(r: dict) -> list[str]:
+def recurrent(r: dict, doc: dict) -> list[str]:
     t, i, g = r["trained"], r["init"], r["gaussian"]
     rows = [["PC1 (raw)", pct(t["pca"]["pc1"]), pct(i["pca"]["pc1"]), pct(g["pca"]["pc1"])],
             ["PC1+PC2 (raw)", pct(t["pca"]["pc1_pc2"]), pct(i["pca"]["pc1_pc2"]), pct(g["pca"]["pc1_pc2"])],
@@ -146,7 +147,7 @@ def render(doc: dict, analyses: AnalysisRegistry) -> str:
              f"seed {p['seed']}. Nulls at initialisation use: {doc.get('init_weights') or 'n/a'}.", ""]
     for name, res in doc["results"].items():
         a = analyses.get(name)
-        lines += [f"## {a.title}", ""] + a.markdown(res) + [""]
+        lines += [f"## {a.title}", ""] + a.markdown(res, doc) + [""]
     if doc["skipped"]:
         lines += ["## Skipped", ""] + [f"- `{k}`: {v}" for k, v in doc["skipped"].items()] + [""]
     if doc.get("plots"):

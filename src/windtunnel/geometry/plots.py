@@ -1,8 +1,9 @@
 """Plots of the geometric diagnostics (``windtunnel.geometry``), one function per analysis,
 named by the analysis' record (:class:`~windtunnel.analysis.Analysis`).
 
-Each takes the analysis' result dict (as written in ``diagnostics.json``) and an output folder
-and returns the paths it wrote. Matplotlib runs headless (Agg).
+Each takes the analysis' result dict (as written in ``diagnostics.json``), the whole document and
+an output folder, and returns the paths it wrote (the :class:`~windtunnel.analysis.Plot` protocol;
+these read only their result). Matplotlib runs headless (Agg).
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from windtunnel.analysis import AnalysisRegistry  # noqa: E402
-from windtunnel.tables import f as _fmt  # noqa: E402
 from windtunnel.figures import save_figure  # noqa: E402
+from windtunnel.tables import f as _fmt  # noqa: E402
 
 
 def _arr(x) -> np.ndarray:
@@ -25,7 +25,7 @@ def _arr(x) -> np.ndarray:
     return np.array([np.nan if v is None else v for v in x], dtype=float)
 
 
-def key_frame(res: dict, out: Path) -> list[Path]:
+def key_frame(res: dict, doc: dict, out: Path) -> list[Path]:
     paths = []
     v = res["variants"][res["headline"]]["layers"]
     layers = [r["layer"] for r in v]
@@ -57,7 +57,7 @@ def key_frame(res: dict, out: Path) -> list[Path]:
     return paths
 
 
-def attention(res: dict, out: Path) -> list[Path]:
+def attention(res: dict, doc: dict, out: Path) -> list[Path]:
     paths = []
     layers = res["layers"]
     x = [r["layer"] for r in layers]
@@ -105,7 +105,7 @@ def attention(res: dict, out: Path) -> list[Path]:
     return paths
 
 
-def value_manifold(res: dict, out: Path) -> list[Path]:
+def value_manifold(res: dict, doc: dict, out: Path) -> list[Path]:
     paths = []
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, which in zip(axes, ("trained", "init")):
@@ -139,7 +139,7 @@ def value_manifold(res: dict, out: Path) -> list[Path]:
     return paths
 
 
-def ablation(res: dict, out: Path) -> list[Path]:
+def ablation(res: dict, doc: dict, out: Path) -> list[Path]:
     rows = sorted(res["heads"] + res["blocks"], key=lambda r: -r["delta_entropy_error"])
     fig, ax = plt.subplots(figsize=(max(6, 0.32 * len(rows)), 4))
     x = np.arange(len(rows))
@@ -154,7 +154,7 @@ def ablation(res: dict, out: Path) -> list[Path]:
     return [save_figure(fig, out / "ablation.png")]
 
 
-def logit_lens(res: dict, out: Path) -> list[Path]:
+def logit_lens(res: dict, doc: dict, out: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
     for key, label, style in (("layers", "trained", "o-"), ("init_layers", "step 0", "s--")):
         rows = res[key]
@@ -174,7 +174,7 @@ def logit_lens(res: dict, out: Path) -> list[Path]:
     return [save_figure(fig, out / "logit_lens.png")]
 
 
-def dynamics(res: dict, out: Path) -> list[Path]:
+def dynamics(res: dict, doc: dict, out: Path) -> list[Path]:
     s = {k: _arr(v) for k, v in res["series"].items()}
     steps = np.array(res["steps"])
     frame = [k for k in ("attention_js", "key_frame_layer0") if k in s]
@@ -209,7 +209,7 @@ def dynamics(res: dict, out: Path) -> list[Path]:
     return [save_figure(fig, out / "dynamics.png")]
 
 
-def recurrent(res: dict, out: Path) -> list[Path]:
+def recurrent(res: dict, doc: dict, out: Path) -> list[Path]:
     s = res["scatter"]
     n = 2 if "state" in s else 1
     fig, axes = plt.subplots(1, n, figsize=(5 * n, 4), squeeze=False)
@@ -229,14 +229,3 @@ def recurrent(res: dict, out: Path) -> list[Path]:
     fig.suptitle("Final-layer states (raw PCA)", fontsize=10)
     return [save_figure(fig, out / "recurrent_pca.png", tight=False)]
 
-
-def plot_all(results: dict[str, dict], out: Path | str, analyses: AnalysisRegistry) -> list[Path]:
-    """Every plot of the analyses in ``results`` (their records' ``plot``) into ``out``; returns the paths."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, res in results.items():
-        plot = analyses.get(name).plot
-        if plot is not None:
-            paths += plot(res, out)
-    return paths

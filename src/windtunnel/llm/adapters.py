@@ -22,14 +22,14 @@ what is missing.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from windtunnel.config import ConfigError
 
-ADAPTERS: dict[str, type["Adapter"]] = {}
+ADAPTERS: dict[str, type[Adapter]] = {}
 
 
 def register_adapter(cls):

@@ -21,8 +21,8 @@ of the concatenated values) run in the same hook before the values are read, at 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -89,6 +89,183 @@ def _accepts(model, name: str) -> bool:
         return False
 
 
+def _check_layers(ad, value_layers: Sequence[int], key_layers: Sequence[int], intervention_layers: Sequence[int]) -> None:
+    """A ConfigError for any layer outside the model."""
+    for name, layers in (("value layer", value_layers), ("key layer", key_layers),
+                         ("intervention layer", intervention_layers)):
+        bad = [i for i in layers if not 0 <= int(i) < ad.n_layers]
+        if bad:
+            raise ConfigError(f"{name} {bad} out of range; allowed: 0 <= layer <= {ad.n_layers - 1}")
+
+
+def attention_stats(w: torch.Tensor, first: torch.Tensor, real: torch.Tensor, sliding_window: int | None,
+                    positions: str = "final") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per row and head of one layer's left-padded attention weights ``w`` (B, H, T, S): the
+    entropy in bits, the entropy over log2 of the number of attendable keys, and the last query's
+    mass on the first real token (index ``first``; ``real`` real tokens per row). ``positions``:
+    ``final`` reads the last query only, ``all`` averages every real query after the entropy
+    (row 0, with one key, left out of the normalised mean)."""
+    n_att = real if sliding_window is None else real.clamp(max=sliding_window)
+    last = w[:, :, -1, :].double()  # (B, H, S)
+    if positions == "final":
+        h = entropy_bits(last)  # (B, H)
+        norm = torch.where(n_att[:, None] > 1, h / torch.log2(n_att[:, None].double().clamp(min=2)),
+                           torch.zeros_like(h))
+    else:
+        T = w.shape[-1]
+        hw = entropy_bits(w.double())  # (B, H, T)
+        t_idx = torch.arange(T, device=w.device)
+        qpos = t_idx[None, :] - first[:, None]  # position of the query among real tokens
+        valid = qpos >= 0
+        att = (qpos + 1).clamp(min=1)
+        if sliding_window is not None:
+            att = att.clamp(max=sliding_window)
+        hw_valid = hw * valid[:, None]
+        h = hw_valid.sum(-1) / valid.sum(-1)[:, None]
+        nvalid = valid & (att > 1)
+        norm = (hw * nvalid[:, None] / torch.log2(att.double().clamp(min=2))[:, None]).sum(-1) \
+            / nvalid.sum(-1).clamp(min=1)[:, None]
+    sink = last.gather(-1, first[:, None, None].expand(-1, last.shape[1], 1))[..., 0]
+    return h, norm, sink
+
+
+class _Recorder:
+    """The arrays one pass fills (one row per prompt) and the forward hooks that fill them with
+    the rows of the batch in flight (:meth:`start_batch`)."""
+
+    def __init__(self, lm: LoadedModel, n: int, value_layers: Sequence[int], key_layers: Sequence[int],
+                 attention: bool, attention_positions: str, label_ids: Sequence[int] | None, residual: bool,
+                 interventions: dict[int, ValueFn]):
+        ad = self.ad = lm.adapter
+        self.values = {int(i): np.zeros((n, ad.value_dim), np.float32) for i in value_layers}
+        self.keys = {int(i): np.zeros((n, ad.value_dim), np.float32) for i in key_layers}
+        L, H = ad.n_layers, ad.n_heads
+        self.ent = np.zeros((n, L, H)) if attention else None
+        self.ent_norm = np.zeros((n, L, H)) if attention else None
+        self.sink = np.zeros((n, L, H)) if attention else None
+        self.next_entropy = np.zeros(n)
+        self.label_probs = np.zeros((n, len(label_ids))) if label_ids is not None else None
+        self.residual = np.zeros((n, ad.d_model), np.float32) if residual else None
+        self.attention_positions = attention_positions
+        self.interventions = interventions
+        self.rows: torch.Tensor | None = None
+        self.first: torch.Tensor | None = None
+        self.real: torch.Tensor | None = None
+        self.missing: str | None = None  # an attention module that returned no weights
+
+    def start_batch(self, rows: np.ndarray, mask: torch.Tensor) -> None:
+        """The next forward runs the prompts ``rows``, left padded as ``mask`` (B, T) says."""
+        real = mask.sum(-1)
+        self.rows, self.first, self.real = torch.as_tensor(rows), mask.shape[1] - real, real
+        self.missing = None
+
+    def value_hook(self, i: int):
+        def hook(mod, args, out):
+            fn = self.interventions.get(i)
+            if fn is not None:
+                out = self.ad.replace_values(out, lambda v: fn(v.float()).to(v.dtype))
+            if i in self.values:
+                self.values[i][self.rows] = self.ad.values_from_output(out[:, -1]).float().cpu().numpy()
+            if i in self.keys:
+                self.keys[i][self.rows] = self.ad.keys_from_output(out[:, -1]).float().cpu().numpy()
+            return out if fn is not None else None
+        return hook
+
+    def key_hook(self, i: int):
+        def hook(mod, args, out):
+            self.keys[i][self.rows] = self.ad.keys_from_output(out[:, -1]).float().cpu().numpy()
+        return hook
+
+    def attn_hook(self, i: int):
+        def hook(mod, args, out):
+            w = out[1] if isinstance(out, tuple) and len(out) > 1 else None
+            if w is None or not torch.is_tensor(w) or w.dim() != 4:
+                self.missing = type(mod).__name__  # older transformers: only with output_attentions=True
+                return
+            first, real = self.first.to(w.device), self.real.to(w.device)  # device_map: any device
+            h, norm, sink = attention_stats(w, first, real, self.ad.sliding_window, self.attention_positions)
+            self.ent[self.rows, i] = h.cpu().numpy()
+            self.ent_norm[self.rows, i] = norm.cpu().numpy()
+            self.sink[self.rows, i] = sink.cpu().numpy()
+        return hook
+
+    def residual_hook(self, mod, args, out):
+        hs = out[0] if isinstance(out, tuple) else out
+        self.residual[self.rows] = hs[:, -1].float().cpu().numpy()
+
+    def install(self, attention: bool) -> list:
+        """Register every hook this pass needs; returns the handles (remove them when done)."""
+        ad = self.ad
+        hooks = []
+        for i in sorted({int(x) for x in (*self.values, *self.keys, *self.interventions)}):
+            hooks.append(ad.value_module(i).register_forward_hook(self.value_hook(i)))
+            if ad.key_module(i) is not ad.value_module(i) and i in self.keys:
+                hooks.append(ad.key_module(i).register_forward_hook(self.key_hook(i)))
+        if attention:
+            for i in range(ad.n_layers):
+                hooks.append(ad.attention(i).register_forward_hook(self.attn_hook(i)))
+        if self.residual is not None:
+            hooks.append(ad.layers[-1].register_forward_hook(self.residual_hook))
+        return hooks
+
+
+def _left_padded(ids: list[list[int]], lengths: np.ndarray, rows: np.ndarray, pad: int
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prompts ``rows`` as one left-padded batch: input ids and attention mask (B, T)."""
+    T = int(lengths[rows].max())
+    inp = torch.full((len(rows), T), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), T), dtype=torch.long)
+    for r, j in enumerate(rows):
+        inp[r, T - lengths[j]:] = torch.tensor(ids[j])
+        mask[r, T - lengths[j]:] = 1
+    assert bool(mask[:, -1].all()), "left padding must end every row with a real token"
+    return inp, mask
+
+
+def _forward_all(lm: LoadedModel, ids: list[list[int]], lengths: np.ndarray, rec: _Recorder, attention: bool,
+                 label_ids: Sequence[int] | None, batch_size: int) -> None:
+    """Run every prompt through the model, longest first in batches, with ``rec``'s hooks
+    installed; the next-token entropy (and label probabilities) at the last position into ``rec``."""
+    model = lm.model
+    dev = lm.input_device
+    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
+    kw = {"use_cache": False}
+    if _accepts(model, "logits_to_keep"):
+        kw["logits_to_keep"] = 1
+    pos_ok = _accepts(model, "position_ids")
+    label_t = torch.tensor(list(label_ids), device="cpu") if label_ids is not None else None
+    order = np.argsort(-lengths, kind="stable")  # longest first: less padding, memory peak early
+    hooks = rec.install(attention)
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(ids), batch_size):
+                rows = order[start:start + batch_size]
+                inp, mask = _left_padded(ids, lengths, rows, pad)
+                rec.start_batch(rows, mask)
+                args = {"input_ids": inp.to(dev), "attention_mask": mask.to(dev), **kw}
+                if pos_ok:
+                    args["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0).to(dev)
+                logits = model(**args).logits[:, -1].double().cpu()
+                if attention and rec.missing:
+                    if kw.get("output_attentions"):
+                        raise ConfigError(f"attention module {rec.missing} returned no attention weights; the "
+                                          "model must run with attn_implementation='eager'")
+                    kw["output_attentions"] = True  # transformers < 5 returns weights only when asked
+                    rec.missing = None
+                    logits = model(**{**args, "output_attentions": True}).logits[:, -1].double().cpu()
+                    if rec.missing:
+                        raise ConfigError(f"attention module {rec.missing} returned no attention weights; "
+                                          "the model must run with attn_implementation='eager'")
+                logp = torch.log_softmax(logits, -1)
+                rec.next_entropy[rows] = entropy_bits(logp.exp()).numpy()
+                if rec.label_probs is not None:
+                    rec.label_probs[rows] = logp[:, label_t].exp().numpy()
+                del logits, logp
+    finally:
+        for h in hooks:
+            h.remove()
+
+
 def run_prompts(
     lm: LoadedModel,
     prompts: Sequence[str],
@@ -105,138 +282,14 @@ def run_prompts(
     max_tokens: int = 256,
 ) -> PromptCapture:
     """One batched pass over ``prompts``; see the module docstring for what is kept."""
-    ad = lm.adapter
-    for name, layers in (("value layer", value_layers), ("key layer", key_layers),
-                         ("intervention layer", list(interventions or {}))):
-        bad = [i for i in layers if not 0 <= int(i) < ad.n_layers]
-        if bad:
-            raise ConfigError(f"{name} {bad} out of range; allowed: 0 <= layer <= {ad.n_layers - 1}")
-    ids, bos_added = encode(lm, prompts, add_bos, max_tokens)
-    n = len(ids)
-    lengths = np.array([len(x) for x in ids])
-    order = np.argsort(-lengths, kind="stable")  # longest first: less padding, memory peak early
-    values = {int(i): np.zeros((n, ad.value_dim), np.float32) for i in value_layers}
-    keys = {int(i): np.zeros((n, ad.value_dim), np.float32) for i in key_layers}
-    L, H = ad.n_layers, ad.n_heads
-    ent = np.zeros((n, L, H)) if attention else None
-    ent_norm = np.zeros((n, L, H)) if attention else None
-    sink = np.zeros((n, L, H)) if attention else None
-    nxt = np.zeros(n)
-    lab = np.zeros((n, len(label_ids))) if label_ids is not None else None
-    res = np.zeros((n, ad.d_model), np.float32) if residual else None
-    state: dict = {}
     interventions = interventions or {}
-    hooks = []
-
-    def value_hook(i: int):
-        def hook(mod, args, out):
-            fn = interventions.get(i)
-            if fn is not None:
-                out = ad.replace_values(out, lambda v: fn(v.float()).to(v.dtype))
-            rows = state["rows"]
-            if i in values:
-                values[i][rows] = ad.values_from_output(out[:, -1]).float().cpu().numpy()
-            if i in keys:
-                keys[i][rows] = ad.keys_from_output(out[:, -1]).float().cpu().numpy()
-            return out if fn is not None else None
-        return hook
-
-    def attn_hook(i: int):
-        def hook(mod, args, out):
-            w = out[1] if isinstance(out, tuple) and len(out) > 1 else None
-            if w is None or not torch.is_tensor(w) or w.dim() != 4:
-                state["missing"] = type(mod).__name__  # older transformers: only with output_attentions=True
-                return None
-            rows = state["rows"]
-            first, real = state["first"].to(w.device), state["real"].to(w.device)  # device_map: any device
-            n_att = real if ad.sliding_window is None else real.clamp(max=ad.sliding_window)
-            last = w[:, :, -1, :].double()  # (B, H, S)
-            if attention_positions == "final":
-                h = entropy_bits(last)  # (B, H)
-                norm = torch.where(n_att[:, None] > 1, h / torch.log2(n_att[:, None].double().clamp(min=2)),
-                                   torch.zeros_like(h))
-            else:  # every real query position, averaged after the entropy; row 0 (1 key) left out of the norm
-                T = w.shape[-1]
-                hw = entropy_bits(w.double())  # (B, H, T)
-                t_idx = torch.arange(T, device=w.device)
-                qpos = t_idx[None, :] - first[:, None]  # position of the query among real tokens
-                valid = qpos >= 0
-                att = (qpos + 1).clamp(min=1)
-                if ad.sliding_window is not None:
-                    att = att.clamp(max=ad.sliding_window)
-                hw_valid = hw * valid[:, None]
-                h = hw_valid.sum(-1) / valid.sum(-1)[:, None]
-                nvalid = valid & (att > 1)
-                norm = (hw * nvalid[:, None] / torch.log2(att.double().clamp(min=2))[:, None]).sum(-1) \
-                    / nvalid.sum(-1).clamp(min=1)[:, None]
-            ent[rows, i] = h.cpu().numpy()
-            ent_norm[rows, i] = norm.cpu().numpy()
-            sink[rows, i] = last.gather(-1, first[:, None, None].expand(-1, last.shape[1], 1))[..., 0].cpu().numpy()
-            return None
-        return hook
-
-    def residual_hook(mod, args, out):
-        hs = out[0] if isinstance(out, tuple) else out
-        res[state["rows"]] = hs[:, -1].float().cpu().numpy()
-
-    for i in sorted(set(int(x) for x in (*value_layers, *key_layers, *interventions))):
-        hooks.append(ad.value_module(i).register_forward_hook(value_hook(i)))
-        if ad.key_module(i) is not ad.value_module(i) and i in keys:
-            k_mod = ad.key_module(i)
-            hooks.append(k_mod.register_forward_hook(
-                lambda mod, args, out, i=i: keys[i].__setitem__(
-                    state["rows"], ad.keys_from_output(out[:, -1]).float().cpu().numpy())))
-    if attention:
-        for i in range(L):
-            hooks.append(ad.attention(i).register_forward_hook(attn_hook(i)))
-    if residual:
-        hooks.append(ad.layers[-1].register_forward_hook(residual_hook))
-
-    model = lm.model
-    dev = lm.input_device
-    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
-    kw = {"use_cache": False}
-    keep_one = _accepts(model, "logits_to_keep")
-    if keep_one:
-        kw["logits_to_keep"] = 1
-    pos_ok = _accepts(model, "position_ids")
-    label_t = torch.tensor(list(label_ids), device="cpu") if label_ids is not None else None
-    try:
-        with torch.inference_mode():
-            for start in range(0, n, batch_size):
-                rows = order[start:start + batch_size]
-                T = int(lengths[rows].max())
-                inp = torch.full((len(rows), T), pad, dtype=torch.long)
-                mask = torch.zeros((len(rows), T), dtype=torch.long)
-                for r, j in enumerate(rows):
-                    inp[r, T - lengths[j]:] = torch.tensor(ids[j])
-                    mask[r, T - lengths[j]:] = 1
-                assert bool(mask[:, -1].all()), "left padding must end every row with a real token"
-                real = mask.sum(-1)
-                state.update(rows=torch.as_tensor(rows), first=T - real, real=real)
-                args = {"input_ids": inp.to(dev), "attention_mask": mask.to(dev), **kw}
-                if pos_ok:
-                    args["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0).to(dev)
-                state["missing"] = None
-                logits = model(**args).logits[:, -1].double().cpu()
-                if attention and state["missing"]:
-                    if kw.get("output_attentions"):
-                        raise ConfigError(f"attention module {state['missing']} returned no attention weights; the "
-                                          "model must run with attn_implementation='eager'")
-                    kw["output_attentions"] = True  # transformers < 5 returns weights only when asked
-                    state["missing"] = None
-                    logits = model(**{**args, "output_attentions": True}).logits[:, -1].double().cpu()
-                    if state["missing"]:
-                        raise ConfigError(f"attention module {state['missing']} returned no attention weights; "
-                                          "the model must run with attn_implementation='eager'")
-                logp = torch.log_softmax(logits, -1)
-                nxt[rows] = entropy_bits(logp.exp()).numpy()
-                if lab is not None:
-                    lab[rows] = logp[:, label_t].exp().numpy()
-                del logits, logp
-    finally:
-        for h in hooks:
-            h.remove()
-    return PromptCapture(n=n, lengths=lengths, bos_added=np.array(bos_added), next_entropy=nxt, values=values, keys=keys,
-                   attn_entropy=ent, attn_entropy_norm=ent_norm, sink_mass=sink, label_probs=lab, residual=res,
-                   attention_positions=attention_positions)
+    _check_layers(lm.adapter, value_layers, key_layers, list(interventions))
+    ids, bos_added = encode(lm, prompts, add_bos, max_tokens)
+    lengths = np.array([len(x) for x in ids])
+    rec = _Recorder(lm, len(ids), value_layers, key_layers, attention, attention_positions, label_ids, residual,
+                    interventions)
+    _forward_all(lm, ids, lengths, rec, attention, label_ids, batch_size)
+    return PromptCapture(n=len(ids), lengths=lengths, bos_added=np.array(bos_added), next_entropy=rec.next_entropy,
+                         values=rec.values, keys=rec.keys, attn_entropy=rec.ent, attn_entropy_norm=rec.ent_norm,
+                         sink_mass=rec.sink, label_probs=rec.label_probs, residual=rec.residual,
+                         attention_positions=attention_positions)

@@ -40,12 +40,17 @@ def _split(value: Any, sep: str = ",") -> Any:
 class Thresholds(StrictConfig):
     """Paper III's validation criteria (§4.4), each overridable by name."""
 
-    manifold_pc: float = Field(0.30, gt=0, lt=1, description="value manifold passes when PC1 or PC1+PC2 exceeds this (paper: 0.30)")
+    manifold_pc: float = Field(
+        0.30, gt=0, lt=1, description="value manifold passes when PC1 or PC1+PC2 exceeds this (paper: 0.30)")
     manifold_set: Literal["mixed", "math"] = Field("mixed", description="prompt set the value-manifold criterion is judged on")
-    key_orth_max: float = Field(0.20, gt=0, le=1, description="a layer is orthogonal when its mean off-diagonal |cos| is below this (paper: 0.20)")
+    key_orth_max: float = Field(
+        0.20, gt=0, le=1, description="a layer is orthogonal when its mean off-diagonal |cos| is below this (paper: 0.20)")
     key_orth_layer_frac: float = Field(0.5, gt=0, le=1, description="fraction of layers that must be orthogonal (paper: 0.5)")
-    focusing_min: float = Field(0.30, gt=0, lt=1, description="attention focusing passes above this relative entropy drop (paper: 0.30)")
-    dr_gain_min: float = Field(0.0, ge=-1, le=1, description="domain restriction passes when PC1+PC2(math) - PC1+PC2(mixed) exceeds this (derived, not in the paper)")
+    focusing_min: float = Field(
+        0.30, gt=0, lt=1, description="attention focusing passes above this relative entropy drop (paper: 0.30)")
+    dr_gain_min: float = Field(
+        0.0, ge=-1, le=1,
+        description="domain restriction passes when PC1+PC2(math) - PC1+PC2(mixed) exceeds this (derived, not in the paper)")
 
 
 class LLMOptions(StrictConfig):
@@ -69,7 +74,8 @@ class LLMOptions(StrictConfig):
         "last", description="layers for the value-manifold PCA: last, all, or 0-based indices (e.g. 0,11,23)")
     seed: int = Field(42, ge=0, description="seed of prompt selection, SULA prompts, nulls and random axes (repo: 42)")
     n_bootstrap: int = Field(1000, ge=10, le=100000, description="bootstrap resamples for 95% intervals (repo: 1000)")
-    bootstrap_seed: int = Field(42, ge=0, description="seed of every bootstrap (the repo used 42 for PCA and 0 for SULA trajectories)")
+    bootstrap_seed: int = Field(
+        42, ge=0, description="seed of every bootstrap (the repo used 42 for PCA and 0 for SULA trajectories)")
     n_null: int = Field(200, ge=10, le=100000, description="draws of each empirical null")
     plots: bool = Field(True, description="write PNG plots beside llm.json")
 
@@ -82,17 +88,20 @@ class LLMOptions(StrictConfig):
     # --- value manifold / key orthogonality / attention ---------------------------------
     primary_pca: Literal["standardized", "raw"] = Field(
         "standardized", description="PCA judged by the criteria (both are always reported; paper text: standardized)")
-    init_revision: str | None = Field(None, description="revision at initialisation for the key-orthogonality baseline (Pythia: step0)")
+    init_revision: str | None = Field(
+        None, description="revision at initialisation for the key-orthogonality baseline (Pythia: step0)")
     init_from_config: bool = Field(True, description="also measure W_K drawn from the family's own initialiser")
     attention_positions: Literal["final", "all"] = Field(
-        "final", description="attention entropy at the final query (paper §4.2, default) or averaged over all query positions (§4.5)")
+        "final",
+        description="attention entropy at the final query (paper §4.2, default) or averaged over all query positions (§4.5)")
 
     # --- SULA ---------------------------------------------------------------------------
     sula_ks: list[int] = Field([0, 1, 2, 4, 8], description="numbers of in-context examples k")
     sula_n_per_k: int = Field(50, ge=2, le=100000, description="prompts per k (repo: 50, 250 in total)")
     sula_alpha: float = Field(0.9, gt=0.5, lt=1.0, description="probability that an example label equals the class")
     sula_labels: list[str] | None = Field(None, description="label pair L1,L2 (default: the first single-token candidates)")
-    sula_label_candidates: list[str] = Field(list(DEFAULT_LABEL_CANDIDATES), description="candidates tried in order, then a CVC sweep")
+    sula_label_candidates: list[str] = Field(
+        list(DEFAULT_LABEL_CANDIDATES), description="candidates tried in order, then a CVC sweep")
     sula_controls: list[Literal[SULA_CONTROLS]] = Field(list(SULA_CONTROLS), description="control conditions to run")
     mask_token: str = Field("[MASK]", description="text that replaces masked evidence in the ablation controls")
     sula_pca: Literal["standardized", "raw"] = Field(
@@ -104,7 +113,8 @@ class LLMOptions(StrictConfig):
     intervention_conditions: list[Literal[INTERVENTION_CONDITIONS]] = Field(
         list(INTERVENTION_CONDITIONS), description="operators to apply (true/random axis; cut, only, shift)")
     axis_space: Literal["raw", "standardized"] = Field(
-        "raw", description="PC1 of centred raw values (default: the cut removes PC1 exactly) or of standardized values mapped back")
+        "raw",
+        description="PC1 of centred raw values (default: the cut removes PC1 exactly) or of standardized values mapped back")
     axis_sign: Literal["positive", "negative"] = Field(
         "positive", description="orient the axis so corr(v.u, H_model) is >= 0 (§4.5, default) or <= 0 (§4.6)")
     shift_sigma: float = Field(1.0, gt=0, le=100, description="size of the axis shift in standard deviations of v.u")

@@ -32,8 +32,8 @@ import numpy as np
 import torch
 
 from windtunnel.config import ConfigError
-from windtunnel.stats import pca_components, standardise
 from windtunnel.llm.stats import pearson
+from windtunnel.stats import pca_components, standardise
 
 
 @dataclass

@@ -21,6 +21,7 @@ from windtunnel.config import require as require_optional
 from windtunnel.llm.adapters import Adapter, adapter_for
 from windtunnel.llm.config import LLMOptions
 
+
 def require(module: str = "transformers"):
     """Import an optional dependency of the llm extra or explain how to install it."""
     return require_optional(module, "llm", "windtunnel llm")

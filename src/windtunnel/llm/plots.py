@@ -1,5 +1,7 @@
 """Plots of ``llm.json`` (headless matplotlib), one PNG per analysis, named by the analysis'
-record in :mod:`windtunnel.llm.analyses`."""
+record in :mod:`windtunnel.llm.analyses`: each ``(result, doc, out) -> [path]`` (the
+:class:`~windtunnel.analysis.Plot` protocol; ``doc`` for the model's name and, for domain
+restriction, the value manifold's result)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from windtunnel.analysis import AnalysisRegistry  # noqa: E402
 from windtunnel.figures import save_figure  # noqa: E402
 
 
@@ -23,7 +24,7 @@ def _title(doc) -> str:
     return doc["model"]["name"].rstrip("/").split("/")[-1]
 
 
-def value_manifold(doc, r, out: Path) -> Path:
+def value_manifold(r: dict, doc: dict, out: Path) -> list[Path]:
     fig, ax = plt.subplots(1, 2, figsize=(10, 4))
     sc = r["scatter"]
     if sc["pc2"]:
@@ -38,10 +39,10 @@ def value_manifold(doc, r, out: Path) -> Path:
     ax[1].set(xlabel="component", ylabel="explained variance ratio", title="scree")
     ax[1].legend()
     fig.suptitle(_title(doc))
-    return save_figure(fig, out / "value_manifold.png")
+    return [save_figure(fig, out / "value_manifold.png")]
 
 
-def key_orthogonality(doc, r, out: Path) -> Path:
+def key_orthogonality(r: dict, doc: dict, out: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(7, 4))
     L = np.array([x["layer"] for x in r["layers"]])
     ax.plot(L, _a([x["mean"] for x in r["layers"]]), "o-", label="trained (mean over KV heads)")
@@ -56,10 +57,10 @@ def key_orthogonality(doc, r, out: Path) -> Path:
     ax.axhline(r["summary"]["threshold"], color="C3", lw=0.8, label="criterion")
     ax.set(xlabel="layer", ylabel="mean off-diagonal |cos| of W_K columns", title=f"key orthogonality: {_title(doc)}")
     ax.legend(fontsize=7)
-    return save_figure(fig, out / "key_orthogonality.png")
+    return [save_figure(fig, out / "key_orthogonality.png")]
 
 
-def attention_focusing(doc, r, out: Path) -> Path:
+def attention_focusing(r: dict, doc: dict, out: Path) -> list[Path]:
     fig, ax = plt.subplots(1, 3, figsize=(13, 3.8))
     L = np.array([x["layer"] for x in r["layers"]])
     for a, key, label in ((ax[0], "entropy", "entropy (bits)"), (ax[1], "normalised", "entropy / log2(#keys)"),
@@ -75,10 +76,10 @@ def attention_focusing(doc, r, out: Path) -> Path:
     ax[0].legend()
     f = r["focusing"]
     fig.suptitle(f"{_title(doc)}: focusing {100 * (f['relative_drop'] or 0):.1f}% ({r['positions']} position)")
-    return save_figure(fig, out / "attention_focusing.png")
+    return [save_figure(fig, out / "attention_focusing.png")]
 
 
-def domain_restriction(doc, r, out: Path) -> Path:
+def domain_restriction(r: dict, doc: dict, out: Path) -> list[Path]:
     mixed = doc["results"]["value_manifold"] if r["mixed"].get("same_as") else r["mixed"]
     layer = str(r["final_layer"])
     fig, ax = plt.subplots(1, 2, figsize=(9, 3.8))
@@ -98,10 +99,10 @@ def domain_restriction(doc, r, out: Path) -> Path:
         a.set(ylim=(0, 1), title=space)
         a.legend(fontsize=7)
     fig.suptitle(f"{_title(doc)}: domain restriction (layer {layer})")
-    return save_figure(fig, out / "domain_restriction.png")
+    return [save_figure(fig, out / "domain_restriction.png")]
 
 
-def sula(doc, r, out: Path) -> Path:
+def sula(r: dict, doc: dict, out: Path) -> list[Path]:
     fig, ax = plt.subplots(1, 3, figsize=(14, 4))
     ks = [int(k) for k in r["calibration"]["per_k"]]
     pk = r["calibration"]["per_k"]
@@ -125,10 +126,10 @@ def sula(doc, r, out: Path) -> Path:
     if r.get("controls"):
         ax[2].legend(fontsize=7)
     fig.suptitle(f"{_title(doc)}: SULA, labels {r['labels']}")
-    return save_figure(fig, out / "sula.png")
+    return [save_figure(fig, out / "sula.png")]
 
 
-def interventions(doc, r, out: Path) -> Path:
+def interventions(r: dict, doc: dict, out: Path) -> list[Path]:
     fig, ax = plt.subplots(1, 2, figsize=(13, 4))
     sets = [tuple(s) for s in r["layer_sets"]]
     conds = list(dict.fromkeys(x["condition"] for x in r["runs"]))
@@ -145,15 +146,5 @@ def interventions(doc, r, out: Path) -> Path:
     ax[0].set(ylabel="delta MAE (bits)", title="SULA calibration change")
     ax[1].set(ylabel="corr(v.u, H_model)", title="axis-entropy corr downstream of the cut")
     fig.suptitle(f"{_title(doc)}: entropy-axis interventions ({r['axis']['space']} axis)")
-    return save_figure(fig, out / "interventions.png")
+    return [save_figure(fig, out / "interventions.png")]
 
-
-def plot_all(doc: dict, out: Path | str, analyses: AnalysisRegistry) -> list[Path]:
-    """The plot of every analysis in ``doc`` (its record's ``plot``) into ``out``; returns the paths."""
-    out = Path(out)
-    paths = []
-    for name, res in doc["results"].items():
-        plot = analyses.get(name).plot
-        if plot is not None:
-            paths.append(plot(doc, res, out))
-    return paths

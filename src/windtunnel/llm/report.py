@@ -1,6 +1,7 @@
 """``llm.md``: the headline numbers of ``llm.json`` beside their nulls and the paper's criteria.
 
-One section renderer per analysis (``(result, doc) -> lines``), named by the analysis' record in
+One section renderer per analysis (``(result, doc) -> lines``, the
+:class:`~windtunnel.analysis.Markdown` protocol), named by the analysis' record in
 :mod:`windtunnel.llm.analyses`; :func:`render` writes the sections numbered in the registry's order."""
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ def _pca_rows(name: str, layer: dict) -> list[list[str]]:
     return rows
 
 
-PCA_HEADER = ["set", "PCA", "PC1", "bootstrap mean [95% CI]", "PC1+PC2", "bootstrap mean [95% CI]", "PR", "Spearman(PC1,H)", "null PC1",
-              "null PC1+PC2", "perm. q95"]
+PCA_HEADER = ["set", "PCA", "PC1", "bootstrap mean [95% CI]", "PC1+PC2", "bootstrap mean [95% CI]", "PR", "Spearman(PC1,H)",
+              "null PC1", "null PC1+PC2", "perm. q95"]
 
 
 def value_manifold(r: dict, doc: dict) -> list[str]:

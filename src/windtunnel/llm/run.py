@@ -21,7 +21,7 @@ from windtunnel import __version__
 from windtunnel.files import jsonable
 from windtunnel.llm.config import LLMOptions, build_options
 
-__all__ = ["run_llm", "LLM_ANALYSES", "LLMOptions", "resolve_analyses"]
+__all__ = ["run_llm", "LLM_ANALYSES", "LLMOptions", "resolve_analyses"]  # noqa: F822 (LLM_ANALYSES: lazy, module __getattr__)
 
 
 def __getattr__(name: str):
@@ -51,21 +51,21 @@ def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dic
     from windtunnel.llm.loading import require
 
     require("transformers")  # fail fast, before any heavy import, when the llm extra is missing
+    from windtunnel.files import atomic_write_text
     from windtunnel.llm.analyses import REGISTRY
     from windtunnel.llm.loading import load_model
     from windtunnel.llm.report import render
     from windtunnel.llm.session import Session, strip_boot
     from windtunnel.llm.verdict import criteria
-    from windtunnel.files import atomic_write_text
 
     opts = options.pop("options", None) if isinstance(options.get("options"), LLMOptions) else None
     opts = opts or build_options(options)
     names = resolve_analyses(analyses)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     lm = load_model(model, opts)
     load_s = time.perf_counter() - t0
+    out.mkdir(parents=True, exist_ok=True)  # once the model loads: a bad one writes nothing
     sess = Session(lm=lm, opts=opts, analyses=names, name=model)
     timing: dict[str, float] = {"load_s": load_s}
     for name in names:
@@ -90,9 +90,7 @@ def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dic
     atomic_write_text(out / "llm.json", json.dumps(doc, indent=1, allow_nan=False))
     plots = []
     if opts.plots:
-        from windtunnel.llm.plots import plot_all
-
-        plots = [p.name for p in plot_all(doc, out, REGISTRY)]
+        plots = [p.name for p in REGISTRY.plot_all(doc, out)]
     doc["plots"] = plots
     atomic_write_text(out / "llm.md", render(doc, REGISTRY))
     return doc

@@ -85,7 +85,7 @@ def _posterior_l1(labels: list[int], k: int, alpha: float) -> float:
 def _render(words, labels, query, names, mask_labels=False, mask_words=False, mask="[MASK]") -> str:
     if not labels:
         return f"{query}:"
-    pairs = [f"{mask if mask_words else w}: {mask if mask_labels else names[l]}" for w, l in zip(words, labels)]
+    pairs = [f"{mask if mask_words else w}: {mask if mask_labels else names[label]}" for w, label in zip(words, labels)]
     return ", ".join(pairs) + f". {query}:"
 
 

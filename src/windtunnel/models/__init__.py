@@ -16,6 +16,7 @@ from windtunnel.models.base import (  # noqa: F401
     InputAdapter,
     ModelConfig,
     OutputHead,
+    Tap,
     WindModel,
     make_model,
     model_class,

@@ -10,8 +10,10 @@ the task's answer space at every position, ``(B, T, O)``, or at the requested ``
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Iterable
+from contextvars import ContextVar
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -20,7 +22,8 @@ from pydantic import Field
 from torch import nn
 
 from windtunnel.config import ConfigError, StrictConfig
-from windtunnel.registry import Registry
+from windtunnel.models.contract import check_model
+from windtunnel.registry import Registry, is_import_path
 from windtunnel.tasks.base import TaskSpec
 
 
@@ -80,6 +83,35 @@ class Capture:
 
 
 NO_CAPTURE = Capture()
+#: the capture that taps record into: that of the run_with_cache in progress (in this thread)
+_ACTIVE: ContextVar[Capture] = ContextVar("windtunnel_capture", default=NO_CAPTURE)
+
+
+class Tap(nn.Module):
+    """A capture point: the identity, recording its input under its own module path into the
+    capture in progress (:meth:`WindModel.run_with_cache`), as TransformerLens's ``HookPoint``.
+
+    ``self.pattern = Tap()`` in ``model.blocks[0].attn`` is the capture name
+    ``blocks.0.attn.pattern``; ``pattern = self.pattern(pattern)`` records it. The model's
+    capture names are its taps' paths (:meth:`WindModel.capture_names`), so a name is always
+    where its value is taken. :attr:`wanted` says whether the capture in progress asks for this
+    tap, to skip work only the capture needs. A tap has no parameters (state dicts are unchanged)
+    and forward hooks on it see every value it passes."""
+
+    def __init__(self):
+        super().__init__()
+        self.name: str | None = None  # its path in the model, set by WindModel.taps()
+
+    @property
+    def wanted(self) -> bool:
+        return _ACTIVE.get().wants(self.name)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _ACTIVE.get().put(self.name, x)
+        return x
+
+    def extra_repr(self) -> str:
+        return repr(self.name) if self.name else ""
 
 
 # ---------------------------------------------------------------------------------------
@@ -158,8 +190,10 @@ LAYER_STATE = re.compile(r"^blocks\.(\d+)\.resid_post$")
 
 class WindModel(nn.Module):
     """Base of every architecture. Subclasses set ``name`` and ``Config``, build ``embed``
-    (an :class:`InputAdapter`), ``head`` (an :class:`OutputHead`), and implement
-    :meth:`mix` and :meth:`capture_names`.
+    (an :class:`InputAdapter`), ``head`` (an :class:`OutputHead`), implement :meth:`mix`, and
+    place a :class:`Tap` at every capture point (the capture names follow from the module tree:
+    :meth:`capture_names`). A model may instead record with ``cache.put(name, value)`` in
+    :meth:`mix` and list its names in its own :meth:`capture_names`.
 
     Capabilities (what the geometry analyses read; the defaults say "none", an architecture
     that has one overrides it):
@@ -204,7 +238,9 @@ class WindModel(nn.Module):
         """Outputs and the activations at ``names`` (all capture points when None).
 
         Sequence models capture at all T positions even when ``positions`` is given. A capture
-        point that a bypass skips (e.g. the attention of a bypassed block) is absent."""
+        point that a bypass skips (e.g. the attention of a bypassed block) is absent. Taps record
+        only inside this call, and only in the thread that makes it."""
+        self.taps()  # named from the module tree as it is now, even where capture_names is the model's own
         valid = self.capture_names()
         names = valid if names is None else list(names)
         unknown = [n for n in names if n not in valid]
@@ -212,11 +248,25 @@ class WindModel(nn.Module):
             raise ConfigError(f"unknown capture name(s) {', '.join(unknown)} for model '{self.name}'; "
                               f"valid: {', '.join(valid)}")
         cache = Capture(names)
-        return self._run(inputs, positions, cache), cache.store
+        token = _ACTIVE.set(cache)  # what the taps record into
+        try:
+            return self._run(inputs, positions, cache), cache.store
+        finally:
+            _ACTIVE.reset(token)
 
     def capture_names(self) -> list[str]:
-        """Every valid capture name of this model."""
-        raise NotImplementedError
+        """Every valid capture name of this model: ``embed`` (the embedded inputs), the path of
+        every :class:`Tap` in module order, and ``final`` (the states before the head)."""
+        return ["embed", *self.taps(), "final"]
+
+    def taps(self) -> dict[str, Tap]:
+        """Every :class:`Tap` of the model by its module path, its capture name (each is told it)."""
+        found = {}
+        for path, module in self.named_modules():
+            if isinstance(module, Tap):
+                module.name = path
+                found[path] = module
+        return found
 
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
         """Embedded inputs (B, T, d) -> final-normed states (B, T, d), causally."""
@@ -273,26 +323,41 @@ class WindModel(nn.Module):
 # ---------------------------------------------------------------------------------------
 # Registry
 # ---------------------------------------------------------------------------------------
-MODELS: Registry[type[WindModel]] = Registry("model")
+def check_model_class(cls: type[WindModel]) -> None:
+    """The class rules of a user's ``package.module:Class`` model (the registry has checked that it
+    subclasses :class:`WindModel`): a ``Config`` (a :class:`ModelConfig` subclass), ``mix``
+    implemented (the capture names are derived: :meth:`WindModel.capture_names`), and
+    ``forward(inputs, positions=None)``. What the model does on a task's shapes is checked when it
+    is built (:func:`~windtunnel.models.contract.check_model`)."""
+    name = cls.name
+    config = getattr(cls, "Config", None)
+    if not (inspect.isclass(config) and issubclass(config, ModelConfig)):
+        raise ConfigError(f"model '{name}' needs a class attribute Config, a subclass of "
+                          "windtunnel.models.ModelConfig (its fields are the model's parameters)")
+    if cls.mix is WindModel.mix and "_run" not in vars(cls):
+        raise ConfigError(f"model '{name}' does not implement mix "
+                          "(embedded inputs (B, T, d) -> states (B, T, d), causally)")
+    if "positions" not in inspect.signature(cls.forward).parameters:
+        raise ConfigError(f"model '{name}': forward must accept (inputs, positions=None)")
+
+
+MODELS: Registry[type[WindModel]] = Registry("model", base=WindModel, check=check_model_class,
+                                             guide="see docs/models.md, 'Bring your own architecture'")
 register_model = MODELS.register
 model_names = MODELS.names
 
 
 def model_class(name: str) -> type[WindModel]:
-    """The architecture registered as ``name``, or a user's ``package.module:Class`` (imported;
-    see :mod:`windtunnel.models.contract`)."""
-    from windtunnel.models.contract import is_user_model, load_user_model
-
-    return load_user_model(name) if is_user_model(name) else MODELS.get(name)
+    """The architecture registered as ``name``, or a user's ``package.module:Class`` (imported,
+    and checked by :func:`check_model_class`; see :mod:`windtunnel.registry`)."""
+    return MODELS.get(name)
 
 
 def make_model(name: str, spec: TaskSpec, params: dict[str, Any] | None = None) -> WindModel:
     """Build a registered architecture (or a user's ``package.module:Class``, whose contract is
     checked on ``spec`` first: :func:`~windtunnel.models.contract.check_model`) from (validated) parameters."""
-    from windtunnel.models.contract import check_model, is_user_model
-
     cls = model_class(name)
     model = cls(spec, cls.Config.build(params, where=f"model '{name}'"))
-    if is_user_model(name) and not any(p.is_meta for p in model.parameters()):  # meta: counting only
+    if is_import_path(name) and not any(p.is_meta for p in model.parameters()):  # meta: counting only
         check_model(model, spec)
     return model

@@ -1,68 +1,30 @@
-"""Models from outside the package, and the check that a model keeps the contract.
+"""The check that a model keeps the contract, on a task's shapes.
 
 A model is named by its registered name (``transformer``) or, for a user's own architecture,
-by ``package.module:Class``: the module is imported (that runs the user's code: it is the
-user's choice, made by writing the name) and ``Class`` must be a
+by ``package.module:Class``: the model registry (:data:`~windtunnel.models.base.MODELS`, see
+:mod:`windtunnel.registry`) imports the module (that runs the user's code: it is the user's
+choice, made by writing the name) and checks that ``Class`` is a
 :class:`~windtunnel.models.base.WindModel` subclass with a ``Config``
-(:class:`~windtunnel.models.base.ModelConfig` subclass). Run configs store the name as
-written, so a run folder of a user model opens wherever that module is importable; nothing
-in a run folder is ever executed (configs are JSON, weights safetensors).
+(:class:`~windtunnel.models.base.ModelConfig` subclass):
+:func:`~windtunnel.models.base.check_model_class`. Run configs store the name as written, so a
+run folder of a user model opens wherever that module is importable; nothing in a run folder is
+ever executed (configs are JSON, weights safetensors).
 
-:func:`check_model` builds a model on a task and tests what the rest of windtunnel relies
-on: ``forward(inputs, positions)``, the output shapes, causality, and the capture points
-``embed`` and ``final``. Every failure is a :class:`~windtunnel.config.ConfigError` that
-names what is missing.
+:func:`check_model` runs a model built on a task (``make_model`` runs it on every user model
+it builds) and tests what the rest of windtunnel relies on:
+``forward(inputs, positions)``, the output shapes, causality, and the capture points ``embed``
+and ``final``. Every failure is a :class:`~windtunnel.config.ConfigError` that names what is
+missing. It needs nothing of :mod:`windtunnel.models.base` (any ``nn.Module`` with
+``forward``, ``capture_names`` and ``run_with_cache`` can be checked), so the base module
+imports it, never the other way round.
 """
 
 from __future__ import annotations
-
-import importlib
-import inspect
-import re
 
 import torch
 
 from windtunnel.config import ConfigError
 from windtunnel.tasks.base import TaskSpec
-
-#: ``package.module:Class``
-USER_MODEL = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
-
-
-def is_user_model(name: str) -> bool:
-    return ":" in name
-
-
-def load_user_model(name: str) -> type:
-    """The class named ``package.module:Class`` (imports the module), checked to be a WindModel."""
-    from windtunnel.models.base import ModelConfig, WindModel
-
-    if not USER_MODEL.match(name):
-        raise ConfigError(f"model '{name}' is not a registered name nor package.module:Class")
-    module_name, _, cls_name = name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"model '{name}': cannot import module '{module_name}' ({exc}); "
-                          "it must be importable (installed, or on PYTHONPATH)") from None
-    cls = getattr(module, cls_name, None)
-    if cls is None:
-        raise ConfigError(f"model '{name}': module '{module_name}' has no attribute '{cls_name}'")
-    if not (inspect.isclass(cls) and issubclass(cls, WindModel)):
-        raise ConfigError(f"model '{name}' must be a subclass of windtunnel.models.WindModel "
-                          f"(got {cls!r}); see docs/models.md, 'Bring your own architecture'")
-    config = getattr(cls, "Config", None)
-    if not (inspect.isclass(config) and issubclass(config, ModelConfig)):
-        raise ConfigError(f"model '{name}' needs a class attribute Config, a subclass of "
-                          "windtunnel.models.ModelConfig (its fields are the model's parameters)")
-    missing = [m for m in ("mix", "capture_names") if getattr(cls, m) is getattr(WindModel, m)]
-    if missing and "_run" not in vars(cls):
-        raise ConfigError(f"model '{name}' does not implement {' and '.join(missing)} "
-                          "(mix: embedded inputs (B, T, d) -> states (B, T, d), causally; capture_names: a list)")
-    if "positions" not in inspect.signature(cls.forward).parameters:
-        raise ConfigError(f"model '{name}': forward must accept (inputs, positions=None)")
-    cls.name = name  # run configs, tables and folders name it as the user wrote it
-    return cls
 
 
 def _inputs(spec: TaskSpec, batch: int, generator: torch.Generator) -> torch.Tensor:

@@ -30,8 +30,9 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from windtunnel.models.base import Capture, register_model
-from windtunnel.models.mamba import causal_conv_silu, init_dt_bias_
+from windtunnel.models.base import Tap, register_model
+from windtunnel.models.mamba import init_dt_bias_
+from windtunnel.models.ops.causal_conv import causal_conv_silu
 from windtunnel.models.transformer import Attention, Transformer, TransformerConfig
 
 
@@ -116,7 +117,7 @@ def delta_rule_pattern(q: torch.Tensor, k: torch.Tensor, beta: torch.Tensor, log
 
 
 class DeltaRuleMixer(Attention):
-    captures = ("q", "k", "v", "pattern", "beta", "alpha", "z")
+    """The gated delta rule in the attention's slot: its taps, plus ``beta`` and ``alpha`` (B, H, T)."""
 
     def __init__(self, cfg: DeltaNetConfig):
         super().__init__(cfg)
@@ -130,6 +131,7 @@ class DeltaRuleMixer(Attention):
             self.dt_bias = nn.Parameter(torch.empty(h))
         else:
             self.a_proj = None
+        self.beta, self.alpha = Tap(), Tap()
         self.reset_special_parameters()
 
     @torch.no_grad()
@@ -139,26 +141,25 @@ class DeltaRuleMixer(Attention):
             self.A_log.copy_(torch.empty_like(self.A_log).uniform_(1, 16).log())
             init_dt_bias_(self.dt_bias)
 
-    def heads(self, x: torch.Tensor, cache: Capture, name: str) -> tuple[torch.Tensor, ...]:
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         y = self.qkv(x)
         y = causal_conv_silu(y, self.conv1d) if self.conv1d is not None else F.silu(y)
         q, k, v = self.split(y)
         return F.normalize(q, dim=-1), F.normalize(k, dim=-1), v
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor,
-               cache: Capture, name: str) -> torch.Tensor:
-        beta = torch.sigmoid(self.b_proj(x)).transpose(1, 2)
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        beta = self.beta(torch.sigmoid(self.b_proj(x)).transpose(1, 2))
         if self.a_proj is not None:
             log_alpha = (-self.A_log.exp() * F.softplus(self.a_proj(x) + self.dt_bias)).transpose(1, 2)
         else:
             log_alpha = torch.zeros_like(beta)
-        cache.put(f"{name}.beta", beta)
-        cache.put(f"{name}.alpha", log_alpha.exp())
+        if self.alpha.wanted:
+            self.alpha(log_alpha.exp())
         dtype = torch.promote_types(q.dtype, torch.float32)
         with torch.autocast(q.device.type, enabled=False):  # the solves need float32 (or float64)
             args = [t.to(dtype) for t in (q, k, v, beta, log_alpha)]
-            if cache.wants(f"{name}.pattern"):
-                cache.put(f"{name}.pattern", delta_rule_pattern(args[0], args[1], args[3], args[4]))
+            if self.pattern.wanted:
+                self.pattern(delta_rule_pattern(args[0], args[1], args[3], args[4]))
             if self.form == "recurrent":
                 return delta_rule_recurrent(*args).to(v.dtype)
             return delta_rule_chunked(*args, chunk_size=self.chunk_size).to(v.dtype)

@@ -20,7 +20,7 @@ from pydantic import Field
 from torch import nn
 
 from windtunnel.models.base import Capture, InputAdapter, OutputHead, WindModel, init_normal, make_norm, register_model
-from windtunnel.models.mamba import MambaBlock, MambaConfig, MambaMixer
+from windtunnel.models.mamba import MambaBlock, MambaConfig
 from windtunnel.models.transformer import Block, TransformerConfig
 from windtunnel.tasks.base import TaskSpec
 
@@ -64,21 +64,8 @@ class Hybrid(WindModel):
                     block.apply(init_normal)
             self.head.apply(init_normal)
 
-    def capture_names(self) -> list[str]:
-        names = ["embed"]
-        for i, kind in enumerate(self.config.kinds):
-            if kind == "A":
-                names += [f"blocks.{i}.attn.{k}" for k in self.blocks[i].attn.captures]
-            else:
-                names += [f"blocks.{i}.ssm.{k}" for k in MambaMixer.captures]
-            names.append(f"blocks.{i}.resid_post")
-        return names + ["final"]
-
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
         x = self.drop(x)
-        for i, block in enumerate(self.blocks):
-            if isinstance(block, Block):
-                x = block(x, None, None, cache, f"blocks.{i}")
-            else:
-                x = block(x, cache, f"blocks.{i}")
+        for block in self.blocks:
+            x = block(x)
         return self.norm(x)

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from windtunnel.models.base import Capture, register_model
+from windtunnel.models.base import register_model
 from windtunnel.models.transformer import Attention, Transformer, TransformerConfig
 
 FEATURE_MAPS = {
@@ -66,12 +66,11 @@ class LinearAttentionMixer(Attention):
         self.phi = FEATURE_MAPS[cfg.feature_map]
         self.form = cfg.form
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor,
-               cache: Capture, name: str) -> torch.Tensor:
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         fq, fk = self.phi(q), self.phi(k)
-        if cache.wants(f"{name}.pattern"):
+        if self.pattern.wanted:
             scores = (fq @ fk.transpose(-2, -1)).tril()
-            cache.put(f"{name}.pattern", scores / (scores.sum(-1, keepdim=True) + EPS))
+            self.pattern(scores / (scores.sum(-1, keepdim=True) + EPS))
         return linear_attention(fq, fk, v, self.form)
 
 

@@ -3,8 +3,9 @@ dropout between them (as ``nn.LSTM(num_layers=n)``), LayerNorm, head; and the sa
 layers (Cho et al. 2014), ``gru``.
 
 Capture points: ``embed``, ``blocks.{i}.resid_post`` (B, T, d: the output of recurrent layer i; the
-one per-layer name of every architecture, ``layers.{i}.hidden`` before), ``final``. The module
-list is still ``layers`` (the parameter names of saved checkpoints are unchanged).
+one per-layer name of every architecture, ``layers.{i}.hidden`` before), ``final``. The recurrent
+layers are still the module list ``layers`` (the parameter names of saved checkpoints are
+unchanged); ``blocks`` holds only each layer's capture point, a parameter-free :class:`LayerTaps`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from windtunnel.models.base import Capture, InputAdapter, ModelConfig, OutputHead, WindModel, register_model
+from windtunnel.models.base import Capture, InputAdapter, ModelConfig, OutputHead, Tap, WindModel, register_model
 from windtunnel.tasks.base import TaskSpec
 
 
@@ -32,6 +33,14 @@ class GRUConfig(LSTMConfig):
     pass
 
 
+class LayerTaps(nn.Module):
+    """The capture point of one recurrent layer, ``resid_post`` (its output)."""
+
+    def __init__(self):
+        super().__init__()
+        self.resid_post = Tap()
+
+
 class RecurrentStack(WindModel):
     """One ``cell`` module (``nn.LSTM`` or ``nn.GRU``) per layer: the same parameters as a stacked
     one, so that every layer can be captured."""
@@ -44,19 +53,16 @@ class RecurrentStack(WindModel):
         c = self.config
         self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
         self.layers = nn.ModuleList(self.cell(c.d_model, c.d_model, batch_first=True) for _ in range(c.n_layers))
+        self.blocks = nn.ModuleList(LayerTaps() for _ in range(c.n_layers))
         self.drop = nn.Dropout(c.dropout)
         self.norm = nn.LayerNorm(c.d_model)
         self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
 
-    def capture_names(self) -> list[str]:
-        return ["embed"] + [f"blocks.{i}.resid_post" for i in range(self.config.n_layers)] + ["final"]
-
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
-        for i, layer in enumerate(self.layers):
+        for i, (layer, taps) in enumerate(zip(self.layers, self.blocks, strict=True)):
             if i:
                 x = self.drop(x)
-            x, _ = layer(x)
-            cache.put(f"blocks.{i}.resid_post", x)
+            x = taps.resid_post(layer(x)[0])
         return self.norm(x)
 
 

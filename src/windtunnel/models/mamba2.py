@@ -15,7 +15,7 @@ import torch
 from pydantic import Field
 
 from windtunnel.config import ConfigError, require
-from windtunnel.models.base import Capture, InputAdapter, ModelConfig, OutputHead, WindModel, register_model
+from windtunnel.models.base import Capture, InputAdapter, ModelConfig, OutputHead, Tap, WindModel, register_model
 from windtunnel.tasks.base import TaskSpec
 
 
@@ -75,14 +75,12 @@ class Mamba2(WindModel):
             pad_token_id=None, bos_token_id=None, eos_token_id=None))
         self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
         self.blocks = backbone.layers  # the backbone's own embedding table is not used
+        for block in self.blocks:  # a capture point on each of transformers' blocks (no parameters)
+            block.resid_post = Tap()
         self.norm_f = backbone.norm_f
         self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
 
-    def capture_names(self) -> list[str]:
-        return ["embed"] + [f"blocks.{i}.resid_post" for i in range(self.config.n_layers)] + ["final"]
-
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
-        for i, block in enumerate(self.blocks):
-            x = block(x)
-            cache.put(f"blocks.{i}.resid_post", x)
+        for block in self.blocks:
+            x = block.resid_post(block(x))
         return self.norm_f(x)

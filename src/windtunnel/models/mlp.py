@@ -25,7 +25,7 @@ from pydantic import Field
 from torch import nn
 
 from windtunnel.config import ConfigError
-from windtunnel.models.base import Capture, InputAdapter, ModelConfig, OutputHead, WindModel, register_model
+from windtunnel.models.base import Capture, InputAdapter, ModelConfig, OutputHead, Tap, WindModel, register_model
 from windtunnel.models.transformer import FeedForward
 from windtunnel.tasks.base import TaskSpec
 
@@ -57,9 +57,10 @@ class ResidualFFN(nn.Module):
         super().__init__()
         self.norm = nn.LayerNorm(d)
         self.ffn = FeedForward(d, d_ffn)
+        self.resid_post = Tap()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.ffn(self.norm(x))
+        return self.resid_post(x + self.ffn(self.norm(x)))
 
 
 class ResidualLinear(nn.Module):
@@ -69,9 +70,10 @@ class ResidualLinear(nn.Module):
         super().__init__()
         self.norm = nn.LayerNorm(d)
         self.fc = nn.Linear(d, d)
+        self.resid_post = Tap()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + F.gelu(self.fc(self.norm(x)))
+        return self.resid_post(x + F.gelu(self.fc(self.norm(x))))
 
 
 @register_model
@@ -94,13 +96,9 @@ class MLP(WindModel):
         self.norm = nn.LayerNorm(width)
         self.head = OutputHead(spec, width, tied=c.tie_head)
 
-    def capture_names(self) -> list[str]:
-        return ["embed"] + [f"blocks.{i}.resid_post" for i in range(self.config.n_layers)] + ["final"]
-
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
-        for i, block in enumerate(self.blocks):
+        for block in self.blocks:
             x = block(x)
-            cache.put(f"blocks.{i}.resid_post", x)
         return self.norm(x)
 
     def _run(self, inputs: torch.Tensor, positions: torch.Tensor | None, cache: Capture) -> torch.Tensor:

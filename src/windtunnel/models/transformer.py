@@ -24,6 +24,7 @@ from windtunnel.models.base import (
     InputAdapter,
     ModelConfig,
     OutputHead,
+    Tap,
     WindModel,
     init_normal,
     make_norm,
@@ -79,9 +80,8 @@ class Attention(nn.Module):
     Uses ``scaled_dot_product_attention`` unless the pattern is captured, which needs the
     explicit softmax(QK^T / sqrt(dh)) path; both give the same outputs. Subclasses (other token
     mixers with heads) override :meth:`heads` and :meth:`attend` and keep the head mask, the
-    capture points (``captures``) and the output projection."""
-
-    captures: tuple[str, ...] = ("q", "k", "v", "pattern", "z")
+    capture points (the taps ``q``, ``k``, ``v``, ``pattern``, ``z``; a subclass adds its own)
+    and the output projection."""
 
     def __init__(self, cfg: TransformerConfig, window: int | None = None):
         super().__init__()
@@ -91,40 +91,38 @@ class Attention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.dropout = cfg.dropout
         self.resid_drop = nn.Dropout(cfg.dropout)
+        self.q, self.k, self.v, self.pattern, self.z = (Tap() for _ in range(5))
 
     def split(self, y: torch.Tensor) -> torch.Tensor:
         """(B, T, n * d) -> n tensors (B, H, T, dh), stacked on a leading axis."""
         B, T, _ = y.shape
         return y.view(B, T, -1, self.n_heads, self.proj.in_features // self.n_heads).permute(2, 0, 3, 1, 4)
 
-    def heads(self, x: torch.Tensor, cache: Capture, name: str) -> tuple[torch.Tensor, ...]:
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """q, k, v (B, H, T, dh) of the normed block input x (B, T, d)."""
         return tuple(self.split(self.qkv(x)))
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor,
-               cache: Capture, name: str) -> torch.Tensor:
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Each head's output z (B, H, T, dh)."""
         T = x.shape[1]
         p = self.dropout if self.training else 0.0
         windowed = self.window is not None and self.window < T
-        if cache.wants(f"{name}.pattern"):
+        if self.pattern.wanted:
             scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
-            pattern = scores.masked_fill(~causal_mask(T, self.window, x.device), float("-inf")).softmax(-1)
-            cache.put(f"{name}.pattern", pattern)
+            pattern = self.pattern(scores.masked_fill(~causal_mask(T, self.window, x.device), float("-inf")).softmax(-1))
             return F.dropout(pattern, p, self.training) @ v
         if windowed:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(T, self.window, x.device),
                                                   dropout_p=p)
         return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
 
-    def forward(self, x: torch.Tensor, head_mask: torch.Tensor | None, cache: Capture, name: str) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, head_mask: torch.Tensor | None = None) -> torch.Tensor:
         B, T, d = x.shape
-        q, k, v = self.heads(x, cache, name)
-        z = self.attend(q, k, v, x, cache, name)
+        q, k, v = self.heads(x)
+        z = self.attend(q, k, v, x)
         if head_mask is not None:
             z = z * head_mask[:, None, None]
-        for key, value in (("q", q), ("k", k), ("v", v), ("z", z)):
-            cache.put(f"{name}.{key}", value)
+        q, k, v, z = self.q(q), self.k(k), self.v(v), self.z(z)
         return self.resid_drop(self.proj(z.transpose(1, 2).reshape(B, T, d)))
 
 
@@ -137,15 +135,14 @@ class Block(nn.Module):
         self.attn = attn if attn is not None else Attention(cfg)
         self.norm2 = make_norm(cfg.norm, cfg.d_model)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ffn, cfg.dropout)
+        self.resid_post = Tap()
 
-    def forward(self, x: torch.Tensor, head_mask: torch.Tensor | None, bypass: Bypass | None,
-                cache: Capture, name: str) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, head_mask: torch.Tensor | None = None, bypass: Bypass | None = None) -> torch.Tensor:
         if bypass not in ("block", "attn"):
-            x = x + self.attn(self.norm1(x), head_mask, cache, f"{name}.attn")
+            x = x + self.attn(self.norm1(x), head_mask)
         if bypass not in ("block", "ffn"):
             x = x + self.ffn(self.norm2(x))
-        cache.put(f"{name}.resid_post", x)
-        return x
+        return self.resid_post(x)
 
 
 @register_model
@@ -179,20 +176,13 @@ class Transformer(WindModel):
         """The token mixer of one block."""
         return self.mixer(cfg)
 
-    def capture_names(self) -> list[str]:
-        names = ["embed"]
-        for i, block in enumerate(self.blocks):
-            names += [f"blocks.{i}.attn.{k}" for k in block.attn.captures]
-            names.append(f"blocks.{i}.resid_post")
-        return names + ["final"]
-
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
         x = self.drop(x)
         # On the CPU skip the multiply when no head is masked (checking costs nothing there);
         # on an accelerator always multiply, so that no device sync is needed.
         masked = self.head_mask.device.type != "cpu" or not bool(self.head_mask.all())
         for i, block in enumerate(self.blocks):
-            x = block(x, self.head_mask[i] if masked else None, self.bypass[i], cache, f"blocks.{i}")
+            x = block(x, self.head_mask[i] if masked else None, self.bypass[i])
         return self.norm(x)
 
     # --- capabilities --------------------------------------------------------------------

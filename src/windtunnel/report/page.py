@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError
-from windtunnel.tables import table
-from windtunnel.report import plots
 from windtunnel.files import atomic_write_text
+from windtunnel.report import plots
+from windtunnel.tables import table
 
 FILES = "report_files"
 
@@ -108,94 +108,127 @@ def sweep_report(folder: Path) -> tuple[str, str]:
     sweep, runs = read_manifest(folder)
     old = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
     summary = write_tables(folder, sweep, runs, old.get("failed"))  # fresh tables from what has finished
-    files = folder / FILES
     title = f"windtunnel report: sweep {sweep.name}"
     lines = [sweep_markdown(summary, sweep, title), ""]
     lines += scorecard_section(folder)
     lines += tune_section(folder)
     lines += claims_section(folder, runs)
-    experiments = list(dict.fromkeys(r.experiment for r in runs))
+    # each experiment's primitive metric (the sweep's rules)
     rule_metric = {e: r.metric for r in (sweep.primitives.rules.values() if sweep.primitives else []) for e in r.experiments()}
-    accuracy_experiments = {e for e, m in rule_metric.items() if m == "accuracy"}
-    for i, exp in enumerate(experiments):
+    for i, exp in enumerate(dict.fromkeys(r.experiment for r in runs)):
         members = [r for r in runs if r.experiment == exp and is_finished(folder / r.name, r.config)]
-        if not members:
-            continue
-        lines += [f"## {html.escape(exp, quote=False)}", ""]
-        chosen = _one_per_setting(members)
-        evals = {label: _eval(folder / r.name) for label, r in chosen.items()}
-        labelled = {f"{label} ({ev['n_params'] / 1e6:.2f}M)": ev for label, ev in evals.items()}
-        slug = f"{i}_" + re.sub(r"[^A-Za-z0-9_-]", "_", exp)
-
-        plots.calibration_plot({k: _main_curves(ev) for k, ev in labelled.items()}, files / f"{slug}_calibration.png",
-                               title=f"{exp}: model vs exact Bayes entropy (training length)")
-        lines += ["### Per-position calibration", "", _img(f"{FILES}/{slug}_calibration.png", f"{exp} calibration"), ""]
-
-        rows = [r for r in summary["table"] if r["experiment"] == exp]
-        lengths = sorted({r["length"] for r in rows if r["length"] is not None})
-        if len(lengths) > 1:
-            per_model: dict[str, list] = {}
-            for r in rows:
-                grid = " ".join(f"{k.removeprefix('grid:')}={v}" for k, v in r.items() if k.startswith("grid:"))
-                per_model.setdefault(f"{r['model']} {grid}".strip(), []).append(
-                    (r["length"], r["entropy_error"], r["entropy_error_lo"], r["entropy_error_hi"]))
-            train_len = next((r["main_length"] for r in rows), None)
-            plots.length_comparison_plot(per_model, files / f"{slug}_lengths.png", train_length=train_len,
-                                         title=f"{exp}: length generalisation")
-            longest = str(max(lengths))
-            plots.calibration_plot({k: _main_curves(ev, longest) for k, ev in labelled.items() if longest in ev["lengths"]},
-                                   files / f"{slug}_calibration_longest.png",
-                                   title=f"{exp}: calibration at length {longest}")
-            lines += ["### Length generalisation", "",
-                      f"Trained at length {train_len}; evaluated at {', '.join(map(str, lengths))} (values in the table above).", "",
-                      _img(f"{FILES}/{slug}_lengths.png", f"{exp} length generalisation"), "",
-                      _img(f"{FILES}/{slug}_calibration_longest.png", f"{exp} calibration at length {longest}"), ""]
-
-        main_rows = [r for r in rows if r["is_main"] and r.get("accuracy") is not None]
-        for r in main_rows:
-            grid = " ".join(f"{k.removeprefix('grid:')}={v}" for k, v in r.items() if k.startswith("grid:"))
-            r["label"] = html.escape(f"{r['model']} {grid}".strip(), quote=False)
-        if main_rows and (exp in accuracy_experiments or members[0].config.task == "recall"):
-            acc = {r["label"]: (r["accuracy"], r["accuracy_lo"], r["accuracy_hi"]) for r in main_rows}
-            base = main_rows[0].get("baseline_accuracy")
-            plots.accuracy_plot(acc, files / f"{slug}_accuracy.png", chance=base,
-                                chance_label=main_rows[0].get("baseline_accuracy_name") or "baseline",
-                                title=f"{exp}: accuracy at the query positions")
-            body = [[r["label"], f"{r['accuracy']:.3f} [{r['accuracy_lo']:.3f}, {r['accuracy_hi']:.3f}]",
-                     "-" if r.get("paper_accuracy") is None else f"{r['paper_accuracy']:.3f}"] for r in main_rows]
-            if base is not None:
-                body.append([f"baseline: {main_rows[0].get('baseline_accuracy_name')}", f"{base:.3f}", ""])
-            lines += ["### Accuracy", ""] + table(["model", "accuracy [95% CI]", "paper"], body)
-            lines += ["", _img(f"{FILES}/{slug}_accuracy.png", f"{exp} accuracy"), ""]
-
-        # the primitive's metric; runs logged before the probe had it fall back to the entropy error
-        for metric in dict.fromkeys((rule_metric.get(exp, "entropy_error"), "entropy_error")):
-            curves = {label: c for label, r in chosen.items() if (c := _probe_curve(folder / r.name, metric))[0]}
-            if curves:
-                break
-        if curves:
-            plots.training_curves_plot(curves, files / f"{slug}_training.png", title=f"{exp}: training ({metric})",
-                                       metric=metric)
-            lines += ["### Training", "", f"The held-out probe's {metric.replace('_', ' ')} during training.", "",
-                      _img(f"{FILES}/{slug}_training.png", f"{exp} training curves"), ""]
-            learning = {k: v for k, v in ((k, still_learning(*c, metric)) for k, c in curves.items()) if v}
-            if learning:
-                lines += ["Still learning at the end of the budget (the probe improved over the last quarter of "
-                          "training): " + "; ".join(f"{html.escape(k, quote=False)} ({metric.replace('_', ' ')} "
-                                                     f"{a:.4g} -> {b:.4g})" for k, (a, b) in learning.items()) + ".", ""]
-
-        for r in members:
-            geo = geometry_section(folder / r.name, r.name, level=4)
-            if geo:
-                lines += [f"### Geometry: {r.name}", ""] + geo
-        body = []
-        for r in members:
-            ev = _eval(folder / r.name)
-            body.append([f"`{r.name}`", r.config.model, html.escape(str(r.labels), quote=False), f"{ev['n_params']:,}",
-                         ev["steps"], f"{ev['train_seconds']:.0f}"])
-        lines += ["### Runs", ""] + table(["run", "model", "grid point", "params", "steps", "train s"], body) + [""]
+        if members:
+            rows = [r for r in summary["table"] if r["experiment"] == exp]
+            lines += experiment_section(folder, exp, f"{i}_" + re.sub(r"[^A-Za-z0-9_-]", "_", exp), members, rows,
+                                        rule_metric.get(exp))
     lines += ["## Sweep config", ""] + _config_block(sweep.model_dump(mode="json"))
     return title, "\n".join(lines)
+
+
+def _grid_label(row: dict[str, Any]) -> str:
+    """A table row's model and non-seed grid point (its ``grid:`` columns), as a legend label."""
+    grid = " ".join(f"{k.removeprefix('grid:')}={v}" for k, v in row.items() if k.startswith("grid:"))
+    return f"{row['model']} {grid}".strip()
+
+
+def experiment_section(folder: Path, exp: str, slug: str, members: list, rows: list[dict[str, Any]],
+                       rule_metric: str | None) -> list[str]:
+    """One experiment of a sweep: calibration of every architecture, length generalisation,
+    accuracy (when the experiment is read by it), training curves, geometry and its runs.
+    ``members``: its finished runs; ``rows``: its rows of the summary table; ``rule_metric``: its
+    primitive's metric in the sweep's rules (None: no rule). Accuracy is shown when that rule, or
+    the scorecard's metric for the experiment's task (:func:`~windtunnel.sweep.scorecard.task_metric`),
+    is accuracy."""
+    from windtunnel.sweep.scorecard import task_metric
+
+    files = folder / FILES
+    lines = [f"## {html.escape(exp, quote=False)}", ""]
+    chosen = _one_per_setting(members)
+    evals = {label: _eval(folder / r.name) for label, r in chosen.items()}
+    labelled = {f"{label} ({ev['n_params'] / 1e6:.2f}M)": ev for label, ev in evals.items()}
+
+    plots.calibration_plot({k: _main_curves(ev) for k, ev in labelled.items()}, files / f"{slug}_calibration.png",
+                           title=f"{exp}: model vs exact Bayes entropy (training length)")
+    lines += ["### Per-position calibration", "", _img(f"{FILES}/{slug}_calibration.png", f"{exp} calibration"), ""]
+    lines += _lengths_section(files, exp, slug, rows, labelled)
+    if "accuracy" in (rule_metric, task_metric(members[0].config.task)):
+        lines += _accuracy_section(files, exp, slug, rows)
+    lines += _training_section(folder, exp, slug, chosen, rule_metric)
+    for r in members:
+        geo = geometry_section(folder / r.name, r.name, level=4)
+        if geo:
+            lines += [f"### Geometry: {r.name}", ""] + geo
+    body = []
+    for r in members:
+        ev = _eval(folder / r.name)
+        body.append([f"`{r.name}`", r.config.model, html.escape(str(r.labels), quote=False), f"{ev['n_params']:,}",
+                     ev["steps"], f"{ev['train_seconds']:.0f}"])
+    return lines + ["### Runs", ""] + table(["run", "model", "grid point", "params", "steps", "train s"], body) + [""]
+
+
+def _lengths_section(files: Path, exp: str, slug: str, rows: list[dict[str, Any]],
+                     labelled: dict[str, dict[str, Any]]) -> list[str]:
+    """Length generalisation, when the experiment was evaluated at more than one length."""
+    lengths = sorted({r["length"] for r in rows if r["length"] is not None})
+    if len(lengths) <= 1:
+        return []
+    per_model: dict[str, list] = {}
+    for r in rows:
+        per_model.setdefault(_grid_label(r), []).append(
+            (r["length"], r["entropy_error"], r["entropy_error_lo"], r["entropy_error_hi"]))
+    train_len = next((r["main_length"] for r in rows), None)
+    plots.length_comparison_plot(per_model, files / f"{slug}_lengths.png", train_length=train_len,
+                                 title=f"{exp}: length generalisation")
+    longest = str(max(lengths))
+    plots.calibration_plot({k: _main_curves(ev, longest) for k, ev in labelled.items() if longest in ev["lengths"]},
+                           files / f"{slug}_calibration_longest.png",
+                           title=f"{exp}: calibration at length {longest}")
+    return ["### Length generalisation", "",
+            f"Trained at length {train_len}; evaluated at {', '.join(map(str, lengths))} (values in the table above).", "",
+            _img(f"{FILES}/{slug}_lengths.png", f"{exp} length generalisation"), "",
+            _img(f"{FILES}/{slug}_calibration_longest.png", f"{exp} calibration at length {longest}"), ""]
+
+
+def _accuracy_section(files: Path, exp: str, slug: str, rows: list[dict[str, Any]]) -> list[str]:
+    """Accuracy at the query positions of every architecture at the training length."""
+    main_rows = [r for r in rows if r["is_main"] and r.get("accuracy") is not None]
+    if not main_rows:
+        return []
+    labels = [html.escape(_grid_label(r), quote=False) for r in main_rows]
+    acc = {label: (r["accuracy"], r["accuracy_lo"], r["accuracy_hi"]) for label, r in zip(labels, main_rows)}
+    base = main_rows[0].get("baseline_accuracy")
+    plots.accuracy_plot(acc, files / f"{slug}_accuracy.png", chance=base,
+                        chance_label=main_rows[0].get("baseline_accuracy_name") or "baseline",
+                        title=f"{exp}: accuracy at the query positions")
+    body = [[label, f"{r['accuracy']:.3f} [{r['accuracy_lo']:.3f}, {r['accuracy_hi']:.3f}]",
+             "-" if r.get("paper_accuracy") is None else f"{r['paper_accuracy']:.3f}"]
+            for label, r in zip(labels, main_rows)]
+    if base is not None:
+        body.append([f"baseline: {main_rows[0].get('baseline_accuracy_name')}", f"{base:.3f}", ""])
+    return (["### Accuracy", ""] + table(["model", "accuracy [95% CI]", "paper"], body)
+            + ["", _img(f"{FILES}/{slug}_accuracy.png", f"{exp} accuracy"), ""])
+
+
+def _training_section(folder: Path, exp: str, slug: str, chosen: dict[str, Any], rule_metric: str | None
+                      ) -> list[str]:
+    """The held-out probe during training in the primitive's metric (runs logged before the
+    probe had it fall back to the entropy error), and which runs were still learning."""
+    for metric in dict.fromkeys((rule_metric or "entropy_error", "entropy_error")):
+        curves = {label: c for label, r in chosen.items() if (c := _probe_curve(folder / r.name, metric))[0]}
+        if curves:
+            break
+    if not curves:
+        return []
+    plots.training_curves_plot(curves, folder / FILES / f"{slug}_training.png", title=f"{exp}: training ({metric})",
+                               metric=metric)
+    lines = ["### Training", "", f"The held-out probe's {metric.replace('_', ' ')} during training.", "",
+             _img(f"{FILES}/{slug}_training.png", f"{exp} training curves"), ""]
+    learning = {k: v for k, v in ((k, still_learning(*c, metric)) for k, c in curves.items()) if v}
+    if learning:
+        lines += ["Still learning at the end of the budget (the probe improved over the last quarter of "
+                  "training): " + "; ".join(f"{html.escape(k, quote=False)} ({metric.replace('_', ' ')} "
+                                             f"{a:.4g} -> {b:.4g})" for k, (a, b) in learning.items()) + ".", ""]
+    return lines
 
 
 def scorecard_section(folder: Path) -> list[str]:

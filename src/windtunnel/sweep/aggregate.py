@@ -16,10 +16,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from windtunnel.sweep.config import METRICS, SEED_KEY, Primitives
+from windtunnel.files import atomic_write_text
+from windtunnel.sweep.config import SEED_KEY, Primitives
 from windtunnel.sweep.expand import SweepRun
 from windtunnel.sweep.paper import paper_value
-from windtunnel.files import atomic_write_text
 
 #: for each metric: is lower better (errors) or higher (accuracy)
 LOWER_IS_BETTER = {"entropy_error": True, "kl_bayes_model": True, "kl_model_bayes": True, "accuracy": False}

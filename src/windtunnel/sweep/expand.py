@@ -9,13 +9,15 @@ evaluation length included).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from windtunnel.config import Overrides, as_overrides
 from windtunnel.models import match_capacity, model_class
 from windtunnel.sweep.config import SweepConfig
 from windtunnel.tasks import make_task
+from windtunnel.train.build import build, sized_model_params
 from windtunnel.train.config import RunConfig, resolve_run
 
 
@@ -51,8 +53,6 @@ def matched_configs(task: str, models: list[str], profile: str | None,
     own. A reference that is not trained gets the task, train and eval overrides, and only those
     ``model_params`` overrides its own config has (e.g. ``model_params.init``; the per-position
     MLP's ``model_params.variant`` is the trained model's alone)."""
-    from windtunnel.train.trainer import build, sized_model_params
-
     overrides_for = overrides if callable(overrides) else (lambda name: overrides)
     configs = [resolve_run(task, name, profile, overrides_for(name)) for name in models]
     if reference is None:

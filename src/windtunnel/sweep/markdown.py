@@ -5,8 +5,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from windtunnel.tables import table
 from windtunnel.sweep.config import SweepConfig
+from windtunnel.tables import table
 
 _MARK = {"yes": "✓", "partial": "~", "no": "✗"}
 METRIC_LABEL = {"entropy_error": "entropy error", "kl_bayes_model": "KL(Bayes‖model)", "accuracy": "accuracy"}
@@ -51,7 +51,8 @@ def comparison_table(aggregated: list[dict[str, Any]], experiment: str) -> str:
                  str(r["n_seeds"]), _cell(r, "entropy_error"), _cell(r, "kl_bayes_model")]
         cells += [_cell(r, "accuracy", 3)] if has_acc else []
         cells += [f"{r['train_seconds']:.0f}"]
-        cells += [_fmt(paper, 3 if paper_metric == "accuracy" else 4) + (" (acc.)" if paper_metric == "accuracy" and paper is not None else ""),
+        acc_note = " (acc.)" if paper_metric == "accuracy" and paper is not None else ""
+        cells += [_fmt(paper, 3 if paper_metric == "accuracy" else 4) + acc_note,
                   r.get(f"paper_{paper_metric}_source") or "-"]
         body.append(cells)
     lines = table(head, body)

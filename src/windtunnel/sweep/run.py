@@ -12,18 +12,19 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Any, Literal
 
 from windtunnel.config import ConfigError, Override, Overrides, as_overrides, require
-from windtunnel.files import DiskFullError
+from windtunnel.files import DiskFullError, atomic_write_text
 from windtunnel.interrupt import Interrupted, StopFlag, stop_on_signals
 from windtunnel.lock import folder_lock
 from windtunnel.sweep.aggregate import aggregate, primitives, run_rows, write_csv
 from windtunnel.sweep.config import SweepConfig, parse_jobs
 from windtunnel.sweep.expand import SweepRun, expand
-from windtunnel.files import atomic_write_text
 from windtunnel.train.config import RunConfig
 from windtunnel.train.rundir import RunDir
 
@@ -256,33 +257,67 @@ def ray_resources(run: SweepRun, sweep: SweepConfig) -> dict[str, float]:
     return {"num_cpus": cpus, "num_gpus": res.num_gpus}
 
 
-def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, address: str | None, log,
-             stop: StopFlag) -> dict[str, str]:
-    ray = require("ray", "ray", "--backend ray")
+BACKENDS = ("local", "ray")
 
-    started = not ray.is_initialized()
-    if started:
-        try:
-            ray.init(address=address, include_dashboard=False, logging_level="warning", log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise ConfigError(f"--address {address}: cannot start or join a Ray cluster ({exc})") from None
-    failed = {}
+
+def check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend = {backend!r}; allowed: {', '.join(BACKENDS)}")
+
+
+@contextmanager
+def ray_session(address: str | None = None):
+    """Ray for the block: a local instance started (``address`` None) or the cluster at
+    ``address`` joined, then shut down; nothing is done when this process has Ray already.
+    One that cannot be started or joined is a :class:`ConfigError` naming ``--address``."""
+    ray = require("ray", "ray", "--backend ray")
+    if ray.is_initialized():
+        yield ray
+        return
     try:
-        remote = ray.remote(train_one)
-        pending = {
-            remote.options(**ray_resources(run, sweep), name=run.name).remote(
-                run.config.model_dump(mode="json"), str(out / run.name)
-            ): run
-            for run in runs
-        }
-        log(f"submitted {len(pending)} runs to Ray ({ray.cluster_resources().get('CPU', 0):.0f} CPUs in the cluster)")
-        done_count = 0
+        ray.init(address=address, include_dashboard=False, logging_level="warning", log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise ConfigError(f"--address {address}: cannot start or join a Ray cluster ({exc})") from None
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def backend_session(backend: str, address: str | None = None):
+    """``backend`` checked and, for Ray, started or joined (:func:`ray_session`): what a sweep
+    enters before it writes anything, so that a bad ``--backend`` or ``--address`` writes nothing.
+    (Entered before :func:`~windtunnel.interrupt.stop_on_signals`, whose handlers then replace
+    the SIGTERM handler ``ray.init`` installs.)"""
+    check_backend(backend)
+    return ray_session(address) if backend == "ray" else nullcontext()
+
+
+def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, log, stop: StopFlag) -> dict[str, str]:
+    """Train ``runs`` as Ray tasks (inside :func:`ray_session`). On a stop signal the waiting
+    tasks are dropped and the running ones cancelled without force: Ray delivers that as a SIGINT
+    in the task, so each finishes its step and writes a resumable checkpoint, as the local
+    backend's runs do; :class:`Interrupted` is raised once they have returned. A second signal
+    kills them at once (they resume from their newest resumable checkpoint)."""
+    import ray
+
+    failed: dict[str, str] = {}
+    remote = ray.remote(train_one)
+    pending = {
+        remote.options(**ray_resources(run, sweep), name=run.name).remote(
+            run.config.model_dump(mode="json"), str(out / run.name)
+        ): run
+        for run in runs
+    }
+    log(f"submitted {len(pending)} runs to Ray ({ray.cluster_resources().get('CPU', 0):.0f} CPUs in the cluster)")
+    done_count, cancelled = 0, False
+    try:
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
-            if stop.signum is not None:  # the runs in flight resume from their newest resumable checkpoints
+            if stop.signum is not None and not cancelled:
                 for ref in pending:
-                    ray.cancel(ref, force=True)
-                stop.check()
+                    ray.cancel(ref, force=False)
+                cancelled = True
             if not done:
                 continue
             run = pending.pop(done[0])
@@ -290,6 +325,9 @@ def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, address: str |
             try:
                 ev = ray.get(done[0])
             except ray.exceptions.RayError as exc:  # task errors, crashed workers, lost nodes, OOM kills
+                if cancelled:  # stopped (or not started); the rerun resumes or retries it
+                    log(f"[{done_count}/{len(runs)}] {run.name} stopped")
+                    continue
                 cause = getattr(exc, "cause", None) or exc
                 failed[run.name] = f"{type(cause).__name__}: {cause}".splitlines()[0]
                 log(f"[{done_count}/{len(runs)}] {run.name} failed: {failed[run.name]}")
@@ -300,9 +338,11 @@ def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, address: str |
             if not is_finished(run_dir.path, run.config):
                 run_dir.write_eval(ev)
             log(f"[{done_count}/{len(runs)}] {run.name} finished")
-    finally:
-        if started:
-            ray.shutdown()
+    except Interrupted:  # a second signal: stop the runs at once too
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        raise
+    stop.check()
     return failed
 
 
@@ -326,18 +366,20 @@ def run_sweep(
     ``overrides`` (``{"train.steps": 500}`` or ``(key, value)`` pairs) and ``grid`` apply to every
     run as in :func:`~windtunnel.sweep.expand.expand`. ``jobs`` (default: the sweep's ``jobs``)
     is how many runs the local backend trains at once, each in its own process."""
-    if backend not in ("local", "ray"):
-        raise ConfigError(f"backend = {backend!r}; allowed: local, ray")
+    # every argument is checked before anything is written: the backend, the runs, jobs
+    check_backend(backend)
     runs = runs if runs is not None else expand(sweep, overrides, grid)
     out = Path(out) if out is not None else default_out(sweep, as_overrides(overrides))
-    with folder_lock(out, "sweep"), stop_on_signals() as stop:
+    distinct = unique_runs(runs)
+    n_jobs = resolve_jobs(sweep.jobs if jobs is None else jobs, distinct)
+    if backend == "ray":
+        n_jobs = 1  # Ray schedules the runs; diagnoses run here, one at a time
+    with backend_session(backend, address), folder_lock(out, "sweep"), stop_on_signals() as stop:
         _write_manifest(out, sweep, runs, log)
-        distinct = unique_runs(runs)
         todo = [r for r in distinct if not is_finished(out / r.name, r.config)]
         outcome = SweepOutcome(out, runs, [r.name for r in todo], [r.name for r in distinct if r not in todo])
         log(f"sweep {sweep.name}: {len(distinct)} runs in {out}; {len(outcome.skipped)} finished (skipped), "
             f"{len(todo)} to run")
-        n_jobs = resolve_jobs(sweep.jobs if jobs is None else jobs, distinct) if backend == "local" else 1
         if n_jobs > 1:
             log(f"local backend: {n_jobs} runs at once, each in its own process")
         t0 = time.perf_counter()
@@ -346,7 +388,7 @@ def run_sweep(
                 if backend == "local":
                     outcome.failed = _run_local(todo, out.resolve(), progress, log, stop, n_jobs)
                 else:
-                    outcome.failed = _run_ray(todo, out.resolve(), sweep, address, log, stop)
+                    outcome.failed = _run_ray(todo, out.resolve(), sweep, log, stop)
             outcome.trained = [n for n in outcome.trained if n not in outcome.failed]
             if sweep.diagnose is not None:
                 outcome.failed.update(diagnose_runs(outcome.out.resolve(), sweep, distinct, log, n_jobs, stop))

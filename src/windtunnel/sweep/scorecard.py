@@ -14,8 +14,9 @@ builds its config and reads its primitives into ``scorecard.json``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from windtunnel.config import ConfigError, Overrides, as_overrides
 from windtunnel.files import atomic_write_text, jsonable
@@ -181,7 +182,7 @@ def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str) -> di
             rows[prim] = row
         ladders.setdefault(prim, []).append({"rung": rung or "profile", **row})
     exps = {e.label(t): e for e in sweep.experiments for t in e.tasks()}
-    for prim, steps in ladders.items():
+    for steps in ladders.values():
         for step in steps:
             step["params"] = dict(exps[step["experiment"]].override_pairs)
     highest = {who: {prim: next((s["experiment"] for s in reversed(steps)

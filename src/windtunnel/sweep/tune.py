@@ -27,9 +27,10 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -54,8 +55,9 @@ class TuneSpec(StrictConfig):
 
     grid: Grid = Field(default_factory=lambda: {"train.lr": list(DEFAULT_LRS)},
                        description="section.field -> candidate values (cartesian product)")
-    rungs: list[float] = Field(default_factory=lambda: [0.1, 0.3],
-                               description="fractions of train.steps at which the candidates are compared (increasing, in (0, 1))")
+    rungs: list[float] = Field(
+        default_factory=lambda: [0.1, 0.3],
+        description="fractions of train.steps at which the candidates are compared (increasing, in (0, 1))")
     eta: float = Field(2.0, gt=1, le=100, description="keep ceil(n / eta) candidates at each rung but the last, which keeps one")
     metric: Literal["kl_bayes_model", "entropy_error", "accuracy"] = Field(
         "kl_bayes_model", description="probe metric that ranks the candidates (ties: lower probe KL)")
@@ -254,6 +256,8 @@ def read_tunes(folder: Path) -> list[dict[str, Any]]:
 
 def tune_in_folder(base: RunConfig, out: Path | str, spec: TuneSpec | None = None, jobs: int = 1,
                    log: Callable[[str], None] = print) -> TuneResult:
-    """:func:`tune` with ``out`` locked against a second writer (what ``windtunnel tune`` runs)."""
+    """:func:`tune` with ``out`` locked against a second writer (what ``windtunnel tune`` runs).
+    Every candidate's config is checked before the folder is made."""
+    candidate_configs(base, (spec or TuneSpec()).grid)
     with folder_lock(Path(out), "sweep"), stop_on_signals() as stop:
         return tune(base, out, spec, jobs, log, stop)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import warnings
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -80,29 +80,12 @@ class Batch:
     def size(self) -> int:
         return int(self.inputs.shape[0])
 
-    @property
-    def mask(self) -> torch.Tensor:
-        """(B, T) bool mask of scored positions."""
-        m = torch.zeros(self.inputs.shape[:2], dtype=torch.bool, device=self.inputs.device)
-        m[:, self.positions] = True
-        return m
-
-    def to(self, device: torch.device | str) -> "Batch":
+    def to(self, device: torch.device | str) -> Batch:
         def move(x):
             return x.to(device) if isinstance(x, torch.Tensor) else x
 
         kw = {f.name: move(getattr(self, f.name)) for f in fields(self) if f.name != "latent"}
         return Batch(**kw, latent={k: move(v) for k, v in self.latent.items()})
-
-    def select(self, index: torch.Tensor | slice) -> "Batch":
-        """The sub-batch of the given sequences."""
-
-        def pick(x):
-            return x[index] if isinstance(x, torch.Tensor) else x
-
-        kw = {f.name: pick(getattr(self, f.name)) for f in fields(self)
-              if f.name not in ("latent", "positions", "step")}
-        return replace(self, **kw, latent={k: pick(v) for k, v in self.latent.items()})
 
 
 @dataclass(frozen=True)
@@ -231,7 +214,7 @@ class Task(ABC):
         length test); empty when the task asks for none. Default: none."""
         return ()
 
-    def with_length(self, length: int) -> "Task":
+    def with_length(self, length: int) -> Task:
         """The same task with a different sequence length (for length generalisation)."""
         f = self.Config.length_field
         if f is None:

@@ -34,17 +34,17 @@ from windtunnel.tasks.base import Batch, HypothesisSpace, Prediction, Task, Task
 from windtunnel.tasks.sampling import categorical, dirichlet
 
 
-
 class HMMConfig(TaskConfig):
     S: int = Field(5, ge=2, le=16, description="number of hidden states")
-    O: int = Field(5, ge=2, le=64, description="number of observation symbols")
+    O: int = Field(5, ge=2, le=64, description="number of observation symbols")  # noqa: E741 (the paper's name, a config key)
     K: int = Field(20, ge=1, le=4096, description="number of observations per sequence")
     alpha: float = Field(1.0, gt=0, le=1000, description="Dirichlet concentration of every T and E row")
     floor: float = Field(
         0.05, ge=0, lt=0.5, description="floor entries at this value and renormalise before the 0.01 grid (0: off)"
     )
     first_step: Literal["observe_first", "transition_first"] = Field(
-        "observe_first", description="observe_first: alpha_1 ∝ pi*E(o_1) (authors' code); transition_first: a transition before o_1"
+        "observe_first",
+        description="observe_first: alpha_1 ∝ pi*E(o_1) (authors' code); transition_first: a transition before o_1",
     )
 
     length_field = "K"

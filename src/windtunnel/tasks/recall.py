@@ -30,10 +30,9 @@ correlates the query layout within a batch.
 from __future__ import annotations
 
 import math
-
-import torch
 from typing import Literal
 
+import torch
 from pydantic import Field, model_validator
 
 from windtunnel.tasks.base import Batch, HypothesisSpace, Prediction, Task, TaskConfig, TaskSpec, register_task, uniform_probs

@@ -18,8 +18,8 @@ import math
 import torch
 from pydantic import Field, model_validator
 
-from windtunnel.tasks.base import Batch, HypothesisSpace, Prediction, Task, TaskConfig, TaskSpec, register_task, uniform_probs
 from windtunnel.infotheory import entropy_bits
+from windtunnel.tasks.base import Batch, HypothesisSpace, Prediction, Task, TaskConfig, TaskSpec, register_task, uniform_probs
 
 CARRIER_WORDS = (
     "happy joyful excited cheerful delighted pleased content satisfied glad thrilled wonderful excellent "

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from windtunnel.config import ConfigError, Overrides, StrictConfig, as_overrides, forced_overrides
+from windtunnel.registry import is_import_path
 
 
 class TrainConfig(StrictConfig):
@@ -58,9 +59,9 @@ class EvalConfig(StrictConfig):
 
 
 class RunConfig(StrictConfig):
-    task: str = Field(description="registered task name")
+    task: str = Field(description="registered task name, or a user's package.module:Class")
     task_params: dict[str, Any] = Field(default_factory=dict)
-    model: str = Field(description="registered architecture name")
+    model: str = Field(description="registered architecture name, or a user's package.module:Class")
     model_params: dict[str, Any] = Field(default_factory=dict)
     train: TrainConfig = Field(default_factory=TrainConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
@@ -71,7 +72,7 @@ class RunConfig(StrictConfig):
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
     def run_name(self) -> str:
-        return f"{self.task}-{self.model.replace(':', '.')}-{self.content_hash()}"  # a user's module:Class
+        return f"{self.task.replace(':', '.')}-{self.model.replace(':', '.')}-{self.content_hash()}"  # a user's module:Class
 
 
 # ---------------------------------------------------------------------------------------
@@ -131,6 +132,18 @@ def tuned_train(prof: dict[str, Any], model: str) -> dict[str, Any]:
     return {k: v for k, v in block.items() if not k.startswith("_")}
 
 
+def task_of_profile(task: str) -> str | None:
+    """The task whose profile file a run of ``task`` starts from: ``task`` itself, or for a user's
+    ``package.module:Class`` the built-in task it subclasses, nearest first (None when it
+    subclasses none: the run then starts from the defaults of :class:`RunConfig`)."""
+    from windtunnel.tasks import task_class, task_names
+
+    if not is_import_path(task):
+        return task
+    builtin = {task_class(name): name for name in task_names()}
+    return next((builtin[c] for c in task_class(task).__mro__[1:] if c in builtin), None)
+
+
 def resolve_run(
     task: str, model: str, profile: str | None = "quick", overrides: Overrides | None = None
 ) -> RunConfig:
@@ -139,15 +152,20 @@ def resolve_run(
     The profile's ``train`` section is completed by the settings it commits for this model
     (:func:`tuned_train`). ``overrides`` map dotted keys to values, applied in order: ``{"task_params.V": 10,
     "model_params.d_model": 128, "train.steps": 500, "eval.lengths": [30, 50]}`` (or a list of
-    such pairs); ``WINDTUNNEL_FORCE_SET`` applies after them.
+    such pairs); ``WINDTUNNEL_FORCE_SET`` applies after them. A user's task
+    (``package.module:Class``) starts from the profile of the built-in task it subclasses
+    (:func:`task_of_profile`), or from RunConfig's defaults when it subclasses none.
     """
     from windtunnel.models import model_class
     from windtunnel.tasks import task_class
 
     task_class(task), model_class(model)  # unknown names fail here, listing the known ones
+    profile_task = task if profile is None else task_of_profile(task)
+    if profile_task is None:  # a user's task that subclasses no built-in one: RunConfig's defaults
+        profile = None
     doc: dict[str, Any] = {"task": task, "model": model, "profile": profile}
     if profile is not None:
-        prof = load_profile(profile, task)
+        prof = load_profile(profile, profile_task)
         models = prof.get("models", {})
         # an architecture the profile does not name (a user's package.module:Class, a new mixer)
         # gets the profile's model_defaults (e.g. the initialisation law); sweeps size it by

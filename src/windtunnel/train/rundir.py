@@ -23,6 +23,7 @@ import torch
 from windtunnel.config import ConfigError
 from windtunnel.files import atomic_write_text
 from windtunnel.tasks import Task
+from windtunnel.train.build import build
 from windtunnel.train.checkpoint import CheckpointError, list_checkpoints, load_weights, read_state
 from windtunnel.train.config import RunConfig, read_run_config
 
@@ -104,8 +105,6 @@ class RunDir:
 
     def load_model(self, step: int | None = None, purpose: str = "load") -> tuple[Task, torch.nn.Module]:
         """The run's task and its model with the weights of the checkpoint at ``step`` (None: the newest)."""
-        from windtunnel.train.trainer import build  # the trainer (tqdm, evaluation) only when a model is needed
-
         _, folder = self.checkpoint(step, purpose)
         task, model = build(self.config)
         load_weights(model, folder)

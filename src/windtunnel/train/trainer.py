@@ -25,10 +25,10 @@ from windtunnel.evaluate.evaluator import evaluate, probe_metrics, sample_eval
 from windtunnel.files import append_text, atomic_write_text
 from windtunnel.interrupt import StopFlag, stop_on_signals
 from windtunnel.lock import folder_lock
-from windtunnel.models import make_model, model_class
-from windtunnel.tasks import Task, make_generator, make_task
+from windtunnel.tasks import Task, make_generator
+from windtunnel.train.build import build
 from windtunnel.train.checkpoint import latest_resumable, load_resume, log_spaced_steps, save_checkpoint
-from windtunnel.train.config import RunConfig
+from windtunnel.train.config import RunConfig, TrainConfig
 from windtunnel.train.progress import progress_bar
 from windtunnel.train.rundir import RunDir
 
@@ -99,43 +99,6 @@ def check_loss(kind: str, task: Task) -> str:
     return kind
 
 
-def build(config: RunConfig) -> tuple[Task, torch.nn.Module]:
-    """The task and a freshly initialised model (seeded by ``train.seed``) for ``config``.
-
-    Models with a position table are sized for the longest evaluation length unless
-    ``model_params.max_len`` says otherwise (then a too-short table is an error).
-    """
-    task = make_task(config.task, config.task_params)
-    model = seeded_model(config, task, sized_model_params(config, task))
-    for L in config.eval.lengths:
-        t = task.with_length(L)
-        max_len = getattr(model.config, "max_len", None)
-        if max_len is not None and getattr(model.config, "has_position_table", False) and max_len < t.spec.seq_len:
-            raise ConfigError(
-                f"eval.lengths contains {L}: sequence length {t.spec.seq_len} is longer than the position table "
-                f"(model_params.max_len = {max_len})"
-            )
-    return task, model
-
-
-def sized_model_params(config: RunConfig, task: Task) -> dict[str, Any]:
-    """``model_params`` with ``max_len`` set to the longest evaluated sequence when the model has
-    that field and the run evaluates beyond the training length (so capacity matching counts the
-    parameters the trained model will really have)."""
-    params = dict(config.model_params)
-    longest = max([task.spec.seq_len] + [task.with_length(L).spec.seq_len for L in config.eval.lengths])
-    if longest > task.spec.seq_len and "max_len" in model_class(config.model).Config.model_fields and "max_len" not in params:
-        params["max_len"] = longest
-    return params
-
-
-def seeded_model(config: RunConfig, task: Task, params: dict[str, Any]) -> torch.nn.Module:
-    """``make_model`` with its initialisation drawn from ``train.seed`` (global RNG untouched)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.train.seed)
-        return make_model(config.model, task.spec, params)
-
-
 # ---------------------------------------------------------------------------------------
 # The loop
 # ---------------------------------------------------------------------------------------
@@ -177,6 +140,43 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
     return RunResult(run_dir, config, model.n_params(), step, seconds, result_eval)
 
 
+def make_optimizer(model: torch.nn.Module, tc: TrainConfig) -> torch.optim.AdamW:
+    """AdamW over two parameter groups: weight decay ``train.weight_decay`` on the matrices
+    (parameters of two or more dimensions), none on the biases, norms and other vectors."""
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": tc.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=tc.lr,
+        betas=tc.betas,
+    )
+
+
+def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, data_gen: torch.Generator,
+               loss_kind: str, step: int, tc: TrainConfig, device: torch.device,
+               amp: torch.dtype | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimiser step at ``step`` (0-based) on a fresh batch from ``data_gen``: the scheduled
+    learning rate, the forward pass (under autocast to ``amp``, when given), the loss, gradients
+    clipped to ``train.grad_clip`` (0: not clipped). Returns (loss, gradient norm before clipping);
+    a non-finite loss raises :class:`TrainingError` before any parameter moves."""
+    model.train()
+    for g in opt.param_groups:
+        g["lr"] = tc.lr * lr_at(step, tc)
+    batch = task.sample(tc.batch_size, data_gen)
+    with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+        out = model(batch.inputs, positions=batch.positions)
+    loss = loss_fn(loss_kind, out, batch)
+    if not torch.isfinite(loss):
+        raise TrainingError(f"non-finite loss ({loss.item()}) at step {step}")
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip if tc.grad_clip > 0 else float("inf"))
+    opt.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return loss, gnorm
+
+
 def _train_loop(config: RunConfig, run: RunDir, task: Task, model: torch.nn.Module, loss_kind: str,
                 device: torch.device, progress: bool, stop: StopFlag, end: int) -> tuple[int, float]:
     """Resume from the newest resumable checkpoint and train to step ``end`` (``train.steps`` or
@@ -187,13 +187,7 @@ def _train_loop(config: RunConfig, run: RunDir, task: Task, model: torch.nn.Modu
     """
     tc, run_dir = config.train, run.path
     n_params = model.n_params()
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": tc.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=tc.lr,
-        betas=tc.betas,
-    )
+    opt = make_optimizer(model, tc)
     data_gen = make_generator(tc.seed, "train", device)
     probe = sample_eval(task, tc.eval_probe_size, tc.seed, split="probe")
     eval_every = tc.eval_every or max(1, tc.steps // 10)
@@ -236,24 +230,11 @@ def _train_loop(config: RunConfig, run: RunDir, task: Task, model: torch.nn.Modu
             bar.close()
             stop.check(f"{run_dir} stopped at step {step} of {tc.steps}; a resumable checkpoint is saved")
         t0 = time.perf_counter()
-        model.train()
-        for g in opt.param_groups:
-            g["lr"] = tc.lr * lr_at(step, tc)
-        batch = task.sample(tc.batch_size, data_gen)
-        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-            out = model(batch.inputs, positions=batch.positions)
-        loss = loss_fn(loss_kind, out, batch)
-        if not torch.isfinite(loss):
-            raise TrainingError(
-                f"non-finite loss ({loss.item()}) at step {step}; the last checkpoint in {run_dir} is kept. "
-                "Try a lower train.lr or train.precision=fp32."
-            )
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip if tc.grad_clip > 0 else float("inf"))
-        opt.step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+        try:
+            loss, gnorm = train_step(model, opt, task, data_gen, loss_kind, step, tc, device, amp)
+        except TrainingError as exc:
+            raise TrainingError(f"{exc}; the last checkpoint in {run_dir} is kept. "
+                                "Try a lower train.lr or train.precision=fp32.") from None
         seconds += time.perf_counter() - t0
         step += 1
         bar.update(1)

@@ -1,6 +1,7 @@
-"""The C++ selective scan (``csrc/selective_scan.cpp``), built on first use, and the choice of path.
+"""The C++ kernels (``models/csrc/selective_scan.cpp``: selective scan, causal conv, RMSNorm),
+built on first use, and the choice of path.
 
-``WINDTUNNEL_SCAN`` picks the CPU scan of ``mamba``:
+``WINDTUNNEL_SCAN`` picks the CPU kernels of ``mamba`` (:mod:`windtunnel.models.ops`):
 
 - ``auto`` (default): the C++ scan when it builds on this machine (a C++ compiler and the torch
   headers; the first build takes about a minute, later processes load the cached library in well
@@ -29,7 +30,7 @@ import torch
 from windtunnel.config import ConfigError
 
 log = logging.getLogger("windtunnel")
-SOURCE = Path(__file__).parent / "csrc" / "selective_scan.cpp"
+SOURCE = Path(__file__).parent.parent / "csrc" / "selective_scan.cpp"  # models/csrc (package data)
 CHOICES = ("auto", "cpp", "torch")
 
 

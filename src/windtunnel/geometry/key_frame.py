@@ -26,7 +26,8 @@ It applies to models with attention (``model.has_attention``) and key weights
 The statistic is the mean |off-diagonal cosine| of the rows of K (0 = orthogonal); the signed
 mean (what ``qkv_analysis.py`` prints) is recorded beside it. Nulls: the
 step-0 checkpoint (same statistic), and ``n_null`` freshly initialised models of the run's own
-architecture and initialisation law (``model_params.init``), one seed each. Tests: a Monte Carlo p-value of the layer mean against the random draws (one-sided,
+architecture and initialisation law (``model_params.init``), one seed each. Tests: a Monte Carlo
+p-value of the layer mean against the random draws (one-sided,
 "less orthogonal than random?" is the alternative "less"), and a two-sided permutation test of
 trained against step-0 |cos| values pooled over the layer's heads and token pairs (pairs are
 not independent, so read it as a descriptive test).

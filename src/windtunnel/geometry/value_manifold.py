@@ -86,14 +86,5 @@ def run(ctx: Context) -> dict:
     return out
 
 
-def headline(res: dict, which: str = "trained", name: str = HEADLINE) -> dict:
-    """PC1, PC1+PC2, Spearman and probe R^2 (standardised PCA) of one representation."""
-    r = res["representations"][name][which]
-    s = r["standardized"]
-    return {"pc1": s["pc1"], "pc1_pc2": s["pc1_pc2"], "spearman_pc1": s["spearman_pc1"],
-            "dims_90": s["dims_90"], "dims_95": s["dims_95"],
-            "probe_r2": r.get("probe", {}).get("r2", float("nan"))}
-
-
 ANALYSIS = Analysis(name='value_manifold', title='Value manifold', applies=applies, run=run,
                     markdown=markdown.value_manifold, plot=plots.value_manifold, needs_activations=True)

@@ -1,0 +1,52 @@
+"""A run config -> its task and a freshly initialised model: the model building that training,
+run folders (:meth:`~windtunnel.train.rundir.RunDir.load_model`), the geometric diagnostics and
+the sweeps' capacity matching share, without the training loop (no progress bars, signals or
+evaluation here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from windtunnel.config import ConfigError
+from windtunnel.models import make_model, model_class
+from windtunnel.tasks import Task, make_task
+from windtunnel.train.config import RunConfig
+
+
+def build(config: RunConfig) -> tuple[Task, torch.nn.Module]:
+    """The task and a freshly initialised model (seeded by ``train.seed``) for ``config``.
+
+    Models with a position table are sized for the longest evaluation length unless
+    ``model_params.max_len`` says otherwise (then a too-short table is an error).
+    """
+    task = make_task(config.task, config.task_params)
+    model = seeded_model(config, task, sized_model_params(config, task))
+    for L in config.eval.lengths:
+        t = task.with_length(L)
+        max_len = getattr(model.config, "max_len", None)
+        if max_len is not None and getattr(model.config, "has_position_table", False) and max_len < t.spec.seq_len:
+            raise ConfigError(
+                f"eval.lengths contains {L}: sequence length {t.spec.seq_len} is longer than the position table "
+                f"(model_params.max_len = {max_len})"
+            )
+    return task, model
+
+
+def sized_model_params(config: RunConfig, task: Task) -> dict[str, Any]:
+    """``model_params`` with ``max_len`` set to the longest evaluated sequence when the model has
+    that field and the run evaluates beyond the training length (so capacity matching counts the
+    parameters the trained model will really have)."""
+    params = dict(config.model_params)
+    longest = max([task.spec.seq_len] + [task.with_length(L).spec.seq_len for L in config.eval.lengths])
+    if longest > task.spec.seq_len and "max_len" in model_class(config.model).Config.model_fields and "max_len" not in params:
+        params["max_len"] = longest
+    return params
+
+
+def seeded_model(config: RunConfig, task: Task, params: dict[str, Any]) -> torch.nn.Module:
+    """``make_model`` with its initialisation drawn from ``train.seed`` (global RNG untouched)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.train.seed)
+        return make_model(config.model, task.spec, params)
