@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv with the CPU build of torch 2.13.0 and windtunnel installed in editable mode, with
-# the optional extras in WINDTUNNEL_EXTRAS (comma-separated: test, llm, ray; default test;
+# the optional extras in WINDTUNNEL_EXTRAS (comma-separated: test, llm, ray, data, transformerlens, nnsight, tensorboard, mlflow, wandb; default test;
 # `make setup EXTRAS=llm` sets it). Extras installed earlier stay installed: the venv holds the
 # union, so `make test` after `make setup EXTRAS=llm` does not reinstall anything.
 # Idempotent: when pyproject.toml, this script and the extras are unchanged since the last
@@ -11,7 +11,7 @@ PY=${PYTHON:-python3}
 have=$(cat .venv/.windtunnel-extras 2>/dev/null || true)
 asked=${WINDTUNNEL_EXTRAS:-test}
 for e in ${asked//,/ }; do
-  grep -q "^$e = \[" pyproject.toml || { echo "unknown extra '$e'; the extras are: test, llm, ray" >&2; exit 2; }
+  grep -q "^$e = \[" pyproject.toml || { echo "unknown extra '$e'; the extras are: test, llm, ray, data, transformerlens, nnsight, tensorboard, mlflow, wandb" >&2; exit 2; }
 done
 EXTRAS=$(printf '%s\n' ${have//,/ } ${asked//,/ } | sort -u | paste -sd, -)
 stamp_src=$(cat pyproject.toml scripts/setup.sh; echo "extras=$EXTRAS")

@@ -17,6 +17,8 @@ EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 SET_HELP = "override a config field: section.field=value (value read as JSON when it parses, else as text)."
 JOBS_HELP = ("local backend: runs at once, each in its own process (N, or auto: the cores divided by the runs' "
              "train.threads); default: the sweep's jobs (1 unless it says)")
+LOG_HELP = ("log to an experiment tracker as well: tensorboard, mlflow or wandb (repeat it or separate by commas); "
+            "each is an extra (make setup EXTRAS=tensorboard); see docs/interop.md")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -179,18 +181,22 @@ def train(
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP + " e.g. --set train.steps=500 --set model_params.d_model=64"),
     out: Path | None = typer.Option(None, "--out", help="run directory (default runs/<task>-<model>-<hash>)"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+    trackers: list[str] = typer.Option([], "--log", help=LOG_HELP),
 ) -> None:
     """Train one architecture on one wind tunnel (resumes if the run directory has a checkpoint)."""
     from windtunnel.train.config import resolve_run
+    from windtunnel.train.tracking import parse_trackers
     from windtunnel.train.trainer import train as run_training
 
     def go():
+        names = parse_trackers(trackers)
         cfg = resolve_run(task, model, profile, parse_overrides(overrides))
         run_dir = out or Path("runs") / cfg.run_name()
         typer.echo(f"run directory: {run_dir}")
-        res = run_training(cfg, run_dir, progress=not quiet)
+        res = run_training(cfg, run_dir, progress=not quiet, trackers=names)
         _print_eval(res.eval, res.n_params, res.steps, res.train_seconds)
-        _write_run_plots(res.run_dir, res.eval)
+        if not names:  # the trainer wrote (and logged) them
+            _write_run_plots(res.run_dir, res.eval)
         typer.echo(f"results: {run_dir}/eval.json, plots in {run_dir}/plots")
 
     _run_errors(go)
@@ -241,12 +247,9 @@ def _print_eval(ev: dict, n_params: int, steps: int, seconds: float) -> None:
 
 
 def _write_run_plots(run_dir: Path, ev: dict) -> None:
-    from windtunnel.evaluate.plots import calibration_plot, length_plot
+    from windtunnel.train.trainer import write_run_plots
 
-    main = ev["lengths"][str(ev["main_length"])]
-    calibration_plot({"model": {**main["curves"], "step": main["step"]}}, run_dir / "plots" / "calibration.png")
-    if len(ev["lengths"]) > 1:
-        length_plot(ev["lengths"], run_dir / "plots" / "lengths.png")
+    write_run_plots(run_dir, ev)
 
 
 @app.command()
@@ -257,14 +260,18 @@ def run(
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP + " For every run, e.g. --set train.steps=500"),
     out: Path | None = typer.Option(None, "--out", help="output folder (default runs/compare-<task>-<hash>)"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
+    trackers: list[str] = typer.Option([], "--log", help=LOG_HELP),
 ) -> None:
     """The main job: train several architectures on one wind tunnel, capacity-matched, and compare."""
     from windtunnel.sweep.compare import compare
     from windtunnel.sweep.markdown import comparison_table
+    from windtunnel.train.tracking import parse_trackers
 
     def go():
+        logs = parse_trackers(trackers)
         names = tuple(m.strip() for m in models.split(",") if m.strip())
-        folder, summary = compare(task, names, profile, parse_overrides(overrides), out, progress=not quiet)
+        folder, summary = compare(task, names, profile, parse_overrides(overrides), out, progress=not quiet,
+                                  trackers=logs)
         typer.echo("")
         typer.echo(comparison_table(summary["table"], task))
         typer.echo(f"\nwritten: {folder}/summary.md, {folder}/table.csv, {folder}/calibration.png; "
@@ -287,6 +294,7 @@ def sweep(
     dry_run: bool = typer.Option(False, "--dry-run", help="print the run list (and which are finished) without training"),
     json_out: bool = typer.Option(False, "--json", help="with --dry-run: the resolved run configs as JSON"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
+    trackers: list[str] = typer.Option([], "--log", help=LOG_HELP),
 ) -> None:
     """Run a grid of runs (tasks x architectures x seeds x any config field) and aggregate the results.
 
@@ -297,6 +305,7 @@ def sweep(
     from windtunnel.sweep import expand, load_sweep, run_sweep, sweep_names
     from windtunnel.sweep.config import parse_grid_option, parse_jobs
     from windtunnel.sweep.run import check_backend, default_out, is_finished
+    from windtunnel.train.tracking import parse_trackers
 
     if config is None:
         typer.echo("shipped sweeps: " + ", ".join(sweep_names()) + "\nrun one with `windtunnel sweep NAME`, or pass a JSON file")
@@ -306,6 +315,7 @@ def sweep(
         # every argument is checked before anything is written (run_sweep checks the runs, jobs and
         # the backend again, and starts or joins Ray, before it makes the folder)
         check_backend(backend)
+        logs = parse_trackers(trackers)
         if jobs is not None:
             parse_jobs(jobs)
         cfg = load_sweep(config)
@@ -323,7 +333,7 @@ def sweep(
             typer.echo(f"{len(runs)} runs; folder {folder}")
             return
         outcome = run_sweep(cfg, folder, backend=backend, address=address, overrides=pairs, grid=axes,
-                            progress=not quiet, log=typer.echo, jobs=jobs)
+                            progress=not quiet, log=typer.echo, jobs=jobs, trackers=logs)
         typer.echo("")
         typer.echo((outcome.out / "summary.md").read_text())
         typer.echo(f"trained {len(outcome.trained)}, skipped {len(outcome.skipped)} finished, in {outcome.seconds:.0f} s")
@@ -349,6 +359,7 @@ def scorecard(
     tune: bool = typer.Option(True, "--tune/--no-tune", help="tune the learning rate (windtunnel tune) of every model "
                               "whose profile commits none for a tunnel; --no-tune: the profile's lr"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
+    trackers: list[str] = typer.Option([], "--log", help=LOG_HELP + " (the scored runs; not the tuning's candidates)"),
 ) -> None:
     """Which inference primitives an architecture realises, scored against exact posteriors.
 
@@ -364,10 +375,12 @@ def scorecard(
     from windtunnel.sweep.config import parse_jobs
     from windtunnel.sweep.run import backend_session, check_backend, default_out
     from windtunnel.sweep.scorecard import SCORECARD_FILE, scorecard_sweep, tune_scorecard, write_scorecard
+    from windtunnel.train.tracking import parse_trackers
 
     def go():
         # every argument is checked before anything is written (the tuning writes first)
         check_backend(backend)
+        logs = parse_trackers(trackers)
         chosen = [p.strip() for p in primitives.split(",") if p.strip()] if primitives is not None else None
         pairs = parse_overrides(overrides)
         if jobs is not None:
@@ -382,7 +395,7 @@ def scorecard(
                 tuned = tune_scorecard(model, folder, profile, chosen, pairs, jobs, log=typer.echo)
                 cfg = scorecard_sweep(model, profile, seeds, chosen, rungs, tuned)
             outcome = run_sweep(cfg, folder, backend=backend, address=address,
-                                overrides=pairs, progress=not quiet, log=typer.echo, jobs=jobs)
+                                overrides=pairs, progress=not quiet, log=typer.echo, jobs=jobs, trackers=logs)
         summary = json.loads((outcome.out / "summary.json").read_text())
         doc = write_scorecard(outcome.out, summary, cfg, model)
         paths = write_report(outcome.out)
@@ -488,6 +501,39 @@ def diagnose(
         else:
             typer.echo((run_dir / "diagnostics.md").read_text())
             typer.echo(f"written: {run_dir}/diagnostics.json, {run_dir}/diagnostics.md, plots in {run_dir}/plots/geometry")
+
+    _run_errors(go)
+
+
+EXPORT_FORMATS = ("transformerlens",)
+
+
+@app.command()
+def export(
+    run_dir: Path = typer.Argument(..., help="a run directory made by `windtunnel train` (a transformer or swa_transformer)"),
+    to: str = typer.Option(..., "--to", help="format: transformerlens (a HookedTransformer; needs the transformerlens extra)"),
+    out: Path | None = typer.Option(None, "--out", help="folder to write (default RUN_DIR/transformerlens)"),
+) -> None:
+    """Export a trained model to another library: --to transformerlens writes a HookedTransformer
+    (config.json + model.safetensors; load it with windtunnel.interop.transformerlens.load_hooked_transformer).
+    """
+
+    def go():
+        # every argument is checked (and the HookedTransformer built once) before anything is written
+        if to not in EXPORT_FORMATS:
+            raise ConfigError(f"--to {to!r}: unknown format; allowed: {', '.join(EXPORT_FORMATS)}")
+        from windtunnel.interop.transformerlens import check_exportable, require_hooked_transformer, save_hooked_transformer
+        from windtunnel.train.rundir import RunDir
+
+        run = RunDir.open(run_dir)
+        step, _ = run.checkpoint(purpose="export")
+        _, model = run.load_model(step)
+        check_exportable(model)
+        require_hooked_transformer()
+        folder = save_hooked_transformer(model.eval(), out or run_dir / "transformerlens")
+        typer.echo(f"written: {folder}/config.json, {folder}/model.safetensors (step {step}); load it with\n"
+                   f"  from windtunnel.interop.transformerlens import load_hooked_transformer\n"
+                   f"  model = load_hooked_transformer({str(folder)!r})")
 
     _run_errors(go)
 

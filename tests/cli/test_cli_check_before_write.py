@@ -31,12 +31,15 @@ CASES = [
     (["train", "--set", "train.steps=-5"], "train.steps"),
     (["train", "--set", "nosuch.field=1", "--out", "o"], "nosuch"),
     (["train", "--set", "model_params.d_model=-8", "--out", "o"], "d_model"),
+    (["train", "--log", "nosuch", "--out", "o"], "--log 'nosuch': unknown tracker"),
+    (["train", "--log", "tensorboard,nosuch"], "--log 'nosuch': unknown tracker"),
     # eval: the run folder must exist
     (["eval", "o"], "not a run directory"),
     # run: the models and --set fields (expanded before the folder is made)
     (["run", "--models", "transformer,nope", "--out", "o"], "unknown model 'nope'"),
     (["run", "--set", "train.batch_size=0", "--out", "o"], "train.batch_size"),
     (["run", "--set", "nosuch.field=1"], "nosuch"),
+    (["run", "--log", "nosuch", "--out", "o"], "--log 'nosuch': unknown tracker"),
     # sweep: jobs, --set, --grid, the backend and its cluster (jobs was checked after sweep.json was written)
     (["sweep", "{sweep}", "--jobs", "0", "--out", "o"], "jobs = '0'"),
     (["sweep", "{sweep}", "--jobs", "0", "--out", "o", "--dry-run"], "jobs = '0'"),
@@ -47,6 +50,7 @@ CASES = [
     (["sweep", "{sweep}", "--grid", "nosuch.x=1", "--out", "o"], "grid key 'nosuch.x'"),
     (["sweep", "{sweep}", "--backend", "slurm", "--out", "o"], "backend = 'slurm'"),
     (["sweep", "nope", "--out", "o"], "unknown sweep 'nope'"),
+    (["sweep", "{sweep}", "--log", "nosuch", "--out", "o"], "--log 'nosuch': unknown tracker"),
     pytest.param(["sweep", "{sweep}", "--backend", "ray", "--address", "auto", "--out", "o"], "--address auto",
                  marks=pytest.mark.skipif(not HAS_RAY or os.path.exists("/tmp/ray/ray_current_cluster"),
                                           reason="needs ray, and no Ray cluster running on this machine"),
@@ -62,6 +66,7 @@ CASES = [
     (["scorecard", "gru", "--set", "train.lr=0.001", "--out", "o"], "--no-tune"),
     (["scorecard", "gru", "--set", "task_params.V=6", "--out", "o"], "V = 6"),
     (["scorecard", "gru", "--backend", "slurm", "--out", "o"], "backend = 'slurm'"),
+    (["scorecard", "gru", "--log", "nosuch", "--out", "o"], "--log 'nosuch': unknown tracker"),
     # tune: the search (rungs, eta, metric, grid), the base config, jobs
     (["tune", "bijection", "gru", "--rungs", "0.5,0.2", "--out", "o"], "rungs"),
     (["tune", "bijection", "gru", "--rungs", "a,b", "--out", "o"], "--rungs 'a,b'"),
@@ -80,6 +85,9 @@ CASES = [
     (["diagnose", "o", "--analyses", "nosuch"], "nosuch"),
     (["diagnose", ".", "--threads", "-1"], "--threads"),
     (["diagnose", "."], "not a run directory"),
+    # export: the format first, then the run directory (the export is built before it is written)
+    (["export", "o", "--to", "onnx", "--out", "x"], "--to 'onnx'"),
+    (["export", "o", "--to", "transformerlens", "--out", "x"], "not a run directory"),
     # sample: the task's parameters (it writes nothing at all)
     (["sample", "bijection", "--V", "0"], "V"),
     # llm: the analyses, the options, the model (the folder was made before the model loaded)
@@ -114,4 +122,24 @@ def test_one_bad_argument_writes_nothing(tmp_path, monkeypatch, args, names):
     assert res.exit_code not in (0, None), res.output
     assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
     assert names in res.output, res.output
+    assert listing(tmp_path) == before, res.output
+
+
+@pytest.mark.parametrize("tracker", ["tensorboard", "mlflow", "wandb"])
+@pytest.mark.parametrize("command", [["train"], ["run", "--models", "transformer"], ["sweep", "{sweep}"], ["scorecard", "gru"]])
+def test_a_missing_tracker_extra_writes_nothing(tmp_path, monkeypatch, command, tracker):
+    """--log with a tracker whose extra is not installed (its import fails): the install hint, nothing written."""
+    import sys
+
+    sweep = tmp_path / "tiny.json"
+    sweep.write_text(json.dumps(SWEEP))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setitem(sys.modules, tracker, None)  # `import tracker` raises ImportError
+    before = listing(tmp_path)
+    res = runner.invoke(app, [a.replace("{sweep}", str(sweep)) for a in command] + ["--log", tracker, "--out", "o"])
+    assert res.exit_code == 2, res.output
+    assert f"--log {tracker} needs the optional package '{tracker}'" in res.output, res.output
+    assert f"make setup EXTRAS={tracker}" in res.output, res.output
     assert listing(tmp_path) == before, res.output

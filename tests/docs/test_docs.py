@@ -48,7 +48,7 @@ FORCE = {
     ]),
     "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1",
 }
-TIMEOUT = {"fast": 120, "slow": 900}
+TIMEOUT = {"fast": 120, "slow": 1800}  # slow: a scorecard block tunes and scores every rung (~150 runs of 3 steps)
 
 
 def _id(b: Block) -> str:
@@ -84,7 +84,16 @@ def test_fast_block(block, workdir):
 @pytest.mark.slow
 @pytest.mark.parametrize("block", _runnable("slow"), ids=_id)
 def test_slow_block(block, workdir, slow_fixtures):
+    for needle, module in EXTRAS_NEEDED:  # a block that needs an optional extra skips without it
+        if needle in block.body:
+            pytest.importorskip(module)
     _run_block(block, workdir, {"fast", "fails", "slow"})
+
+
+# (text in a block, the module of the optional extra it needs): see pyproject's extras
+EXTRAS_NEEDED = [("transformer_lens", "transformer_lens"), ("--to transformerlens", "transformer_lens"),
+                 ("nnsight", "nnsight"), ("--log tensorboard", "tensorboard"), ("--log mlflow", "mlflow"),
+                 ("--log wandb", "wandb"), ("import mlflow", "mlflow"), ("import wandb", "wandb")]
 
 
 # ---------------------------------------------------------------------------------------

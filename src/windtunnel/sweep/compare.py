@@ -48,16 +48,19 @@ def compare(
     out: Path | str | None = None,
     reference: str = "transformer",
     progress: bool = True,
+    trackers: str | tuple[str, ...] = (),
 ) -> tuple[Path, dict[str, Any]]:
     """Train and evaluate every model; write the sweep tables and ``calibration.png``.
 
-    ``overrides``: ``{"train.steps": 500}`` or ``(key, value)`` pairs, for every run."""
+    ``overrides``: ``{"train.steps": 500}`` or ``(key, value)`` pairs, for every run; ``trackers``:
+    experiment trackers every run logs to (:func:`~windtunnel.sweep.run.run_sweep`)."""
     sweep = compare_sweep(task, models, profile, reference)
     runs = expand(sweep, overrides)
     if out is None:
         digest = hashlib.sha256("".join(r.config.content_hash() for r in runs).encode()).hexdigest()[:10]
         out = Path("runs") / f"compare-{task}-{digest}"
-    outcome = run_sweep(sweep, out, progress=progress, log=print if progress else (lambda _: None), runs=runs)
+    outcome = run_sweep(sweep, out, progress=progress, log=print if progress else (lambda _: None), runs=runs,
+                        trackers=trackers)
     curves = {}
     for run in runs:
         ev = RunDir(outcome.out / run.name).eval()

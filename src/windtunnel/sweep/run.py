@@ -27,6 +27,7 @@ from windtunnel.sweep.config import SweepConfig, parse_jobs
 from windtunnel.sweep.expand import SweepRun, expand
 from windtunnel.train.config import RunConfig
 from windtunnel.train.rundir import RunDir
+from windtunnel.train.tracking import parse_trackers
 
 
 class SweepError(RuntimeError):
@@ -112,17 +113,28 @@ def unique_runs(runs: list[SweepRun]) -> list[SweepRun]:
 # ---------------------------------------------------------------------------------------
 # Backends
 # ---------------------------------------------------------------------------------------
-def train_one(config: dict[str, Any], run_dir: str, progress: bool = False) -> dict[str, Any]:
-    """Train (or resume) one run and return its evaluation; what every backend calls."""
+def train_one(config: dict[str, Any], run_dir: str, progress: bool = False, trackers: tuple[str, ...] = (),
+              tracking_group: str | None = None) -> dict[str, Any]:
+    """Train (or resume) one run and return its evaluation; what every backend calls (``trackers``:
+    the names of the experiment trackers it logs to, ``tracking_group`` the sweep folder)."""
     from windtunnel.train.trainer import train
 
-    res = train(RunConfig.build(config, where="run"), Path(run_dir), progress=progress)
+    res = train(RunConfig.build(config, where="run"), Path(run_dir), progress=progress, trackers=trackers,
+                tracking_group=tracking_group)
     return res.eval
 
 
-def _run_local(runs: list[SweepRun], out: Path, progress: bool, log, stop: StopFlag, jobs: int = 1) -> dict[str, str]:
+def _tracking_args(logging: dict[str, Any]) -> tuple:
+    """:func:`train_one`'s positional arguments after the run folder when it logs to trackers
+    (none otherwise, so that a plain run is called as before)."""
+    return (False, logging["trackers"], logging["tracking_group"]) if logging else ()
+
+
+def _run_local(runs: list[SweepRun], out: Path, progress: bool, log, stop: StopFlag, jobs: int = 1,
+               trackers: tuple[str, ...] = ()) -> dict[str, str]:
+    logging = dict(trackers=trackers, tracking_group=str(out)) if trackers else {}
     if jobs > 1:
-        work = [Job(run.name, train_one, (run.config.model_dump(mode="json"), str(out / run.name)))
+        work = [Job(run.name, train_one, (run.config.model_dump(mode="json"), str(out / run.name), *_tracking_args(logging)))
                 for run in sorted(runs, key=run_cost, reverse=True)]
         return in_processes(work, jobs, log, stop)
     failed = {}
@@ -130,7 +142,7 @@ def _run_local(runs: list[SweepRun], out: Path, progress: bool, log, stop: StopF
         stop.check()
         log(f"[{i}/{len(runs)}] {run.name} ({run.experiment})")
         try:
-            train_one(run.config.model_dump(mode="json"), str(out / run.name), progress=progress)
+            train_one(run.config.model_dump(mode="json"), str(out / run.name), progress=progress, **logging)
         except DiskFullError:
             raise  # the next runs would fail the same way
         except Exception as exc:  # noqa: BLE001  one run's failure (NaN, OOM, a bad device) must not stop the others
@@ -293,7 +305,8 @@ def backend_session(backend: str, address: str | None = None):
     return ray_session(address) if backend == "ray" else nullcontext()
 
 
-def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, log, stop: StopFlag) -> dict[str, str]:
+def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, log, stop: StopFlag,
+             trackers: tuple[str, ...] = ()) -> dict[str, str]:
     """Train ``runs`` as Ray tasks (inside :func:`ray_session`). On a stop signal the waiting
     tasks are dropped and the running ones cancelled without force: Ray delivers that as a SIGINT
     in the task, so each finishes its step and writes a resumable checkpoint, as the local
@@ -305,7 +318,8 @@ def _run_ray(runs: list[SweepRun], out: Path, sweep: SweepConfig, log, stop: Sto
     remote = ray.remote(train_one)
     pending = {
         remote.options(**ray_resources(run, sweep), name=run.name).remote(
-            run.config.model_dump(mode="json"), str(out / run.name)
+            run.config.model_dump(mode="json"), str(out / run.name),
+            *_tracking_args(dict(trackers=trackers, tracking_group=str(out)) if trackers else {})
         ): run
         for run in runs
     }
@@ -360,14 +374,19 @@ def run_sweep(
     log: Callable[[str], None] = print,
     runs: list[SweepRun] | None = None,
     jobs: int | str | None = None,
+    trackers: str | Iterable[str] = (),
 ) -> SweepOutcome:
     """Expand ``sweep`` (unless ``runs`` is given), train what is not finished, write the tables.
 
     ``overrides`` (``{"train.steps": 500}`` or ``(key, value)`` pairs) and ``grid`` apply to every
     run as in :func:`~windtunnel.sweep.expand.expand`. ``jobs`` (default: the sweep's ``jobs``)
-    is how many runs the local backend trains at once, each in its own process."""
-    # every argument is checked before anything is written: the backend, the runs, jobs
+    is how many runs the local backend trains at once, each in its own process. ``trackers``
+    (``"tensorboard"``, ``"mlflow"``, ``"wandb"``) logs every run it trains to those experiment
+    trackers, grouped by the sweep folder (:mod:`windtunnel.train.tracking`); runs finished
+    before are not logged again."""
+    # every argument is checked before anything is written: the backend, the runs, jobs, trackers
     check_backend(backend)
+    trackers = parse_trackers(trackers)
     runs = runs if runs is not None else expand(sweep, overrides, grid)
     out = Path(out) if out is not None else default_out(sweep, as_overrides(overrides))
     distinct = unique_runs(runs)
@@ -386,9 +405,9 @@ def run_sweep(
         try:
             if todo:
                 if backend == "local":
-                    outcome.failed = _run_local(todo, out.resolve(), progress, log, stop, n_jobs)
+                    outcome.failed = _run_local(todo, out.resolve(), progress, log, stop, n_jobs, trackers)
                 else:
-                    outcome.failed = _run_ray(todo, out.resolve(), sweep, log, stop)
+                    outcome.failed = _run_ray(todo, out.resolve(), sweep, log, stop, trackers)
             outcome.trained = [n for n in outcome.trained if n not in outcome.failed]
             if sweep.diagnose is not None:
                 outcome.failed.update(diagnose_runs(outcome.out.resolve(), sweep, distinct, log, n_jobs, stop))

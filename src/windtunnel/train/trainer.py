@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from windtunnel.train.checkpoint import latest_resumable, load_resume, log_space
 from windtunnel.train.config import RunConfig, TrainConfig
 from windtunnel.train.progress import progress_bar
 from windtunnel.train.rundir import RunDir
+from windtunnel.train.tracking import Tracking, flatten, parse_trackers
 
 
 class TrainingError(RuntimeError):
@@ -103,7 +105,8 @@ def check_loss(kind: str, task: Task) -> str:
 # The loop
 # ---------------------------------------------------------------------------------------
 def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluate_at_end: bool = True,
-          stop_at: int | None = None) -> RunResult:
+          stop_at: int | None = None, trackers: str | Sequence[str] = (),
+          tracking_group: Path | str | None = None) -> RunResult:
     """Train (or resume, or just load a finished) run in ``run_dir`` and evaluate it.
 
     The run directory is locked while this runs (:mod:`windtunnel.lock`). A SIGINT or SIGTERM
@@ -113,8 +116,13 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
     ``stop_at`` pauses the run at that step (a pilot of the tuner's successive halving): it
     trains the very run of ``config`` (same schedule, same data) up to ``stop_at`` steps, writes
     a resumable checkpoint and returns without evaluating; a later call continues it exactly.
+
+    ``trackers`` (``"tensorboard"``, ``"mlflow"``, ``"wandb"``, or several) logs the run to
+    experiment trackers as well (:mod:`windtunnel.train.tracking`; ``tracking_group``: the sweep
+    folder of a sweep's run); the plots are then written to ``plots/`` and logged with the evaluation.
     """
     run_dir = Path(run_dir)
+    names = parse_trackers(trackers)  # unknown names and missing extras, before anything is written
     tc = config.train
     device = resolve_device(tc.device)
     if tc.threads:
@@ -126,18 +134,49 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
         run.write_config(config)
         model.to(device)
         end = tc.steps if stop_at is None else min(max(0, stop_at), tc.steps)
-        step, seconds = _train_loop(config, run, task, model, loss_kind, device, progress, stop, end)
-        result_eval: dict[str, Any] = {}
-        if evaluate_at_end and step >= tc.steps:
-            existing = run.eval()
-            if existing is not None:
-                result_eval = existing
-            else:
-                result_eval = evaluate_run(model, task, config)
-                result_eval.update(n_params=model.n_params(), steps=step, train_seconds=seconds)
-                run.write_eval(result_eval)
+        tracking = Tracking(names, run_dir, tracking_group)
+        try:
+            step, seconds = _train_loop(config, run, task, model, loss_kind, device, progress, stop, end, tracking)
+            result_eval: dict[str, Any] = {}
+            if evaluate_at_end and step >= tc.steps:
+                existing = run.eval()
+                if existing is not None:
+                    result_eval = existing
+                else:
+                    result_eval = evaluate_run(model, task, config)
+                    result_eval.update(n_params=model.n_params(), steps=step, train_seconds=seconds)
+                    run.write_eval(result_eval)
+                if tracking:
+                    tracking.finish(step, result_eval, [run.eval_path, *_plots_for_trackers(run_dir, result_eval)])
+        finally:
+            tracking.close()
         stop.check(f"{run_dir} finished its {step} steps")
     return RunResult(run_dir, config, model.n_params(), step, seconds, result_eval)
+
+
+def write_run_plots(run_dir: Path | str, ev: dict[str, Any]) -> list[Path]:
+    """``plots/calibration.png`` (and ``plots/lengths.png`` for several evaluation lengths) of a
+    run's evaluation; returns the files written."""
+    from windtunnel.evaluate.plots import calibration_plot, length_plot
+
+    run_dir = Path(run_dir)
+    main = ev["lengths"][str(ev["main_length"])]
+    paths = [calibration_plot({"model": {**main["curves"], "step": main["step"]}}, run_dir / "plots" / "calibration.png")]
+    if len(ev["lengths"]) > 1:
+        paths.append(length_plot(ev["lengths"], run_dir / "plots" / "lengths.png"))
+    return [Path(p) for p in paths]
+
+
+def _plots_for_trackers(run_dir: Path, ev: dict[str, Any]) -> list[Path]:
+    """The run's plots for its trackers; a plot that cannot be drawn is warned about, not raised."""
+    try:
+        return write_run_plots(run_dir, ev)
+    except Exception as exc:  # noqa: BLE001  the trackers must never stop a run
+        import warnings
+
+        warnings.warn(f"{run_dir}: plots not written for the trackers ({type(exc).__name__}: {exc})", RuntimeWarning,
+                      stacklevel=2)
+        return []
 
 
 def make_optimizer(model: torch.nn.Module, tc: TrainConfig) -> torch.optim.AdamW:
@@ -178,12 +217,14 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, d
 
 
 def _train_loop(config: RunConfig, run: RunDir, task: Task, model: torch.nn.Module, loss_kind: str,
-                device: torch.device, progress: bool, stop: StopFlag, end: int) -> tuple[int, float]:
+                device: torch.device, progress: bool, stop: StopFlag, end: int,
+                tracking: Tracking | None = None) -> tuple[int, float]:
     """Resume from the newest resumable checkpoint and train to step ``end`` (``train.steps`` or
     a pause before it); returns (steps, seconds).
 
     Metrics lines are kept in memory and appended to ``metrics.jsonl`` before each checkpoint and
-    probe check, so the log on disk always covers the newest resumable checkpoint.
+    probe check, so the log on disk always covers the newest resumable checkpoint; ``tracking``
+    gets the same rows as they are written (and, first, those of a resumed run it has not had).
     """
     tc, run_dir = config.train, run.path
     n_params = model.n_params()
@@ -200,13 +241,18 @@ def _train_loop(config: RunConfig, run: RunDir, task: Task, model: torch.nn.Modu
         state = load_resume(resume, model, opt, {"train": data_gen})
         step, seconds = state["step"], state.get("train_seconds", 0.0)
     metrics = run.metrics_path
-    atomic_write_text(metrics, "".join(json.dumps(r) + "\n" for r in run.metrics(step)))
+    done = run.metrics(step)
+    atomic_write_text(metrics, "".join(json.dumps(r) + "\n" for r in done))
+    if tracking:
+        tracking.start(flatten(config.model_dump(mode="json")), done)
     pending: list[str] = []
     saved = step if resume is not None else None  # the step of the newest resumable checkpoint
 
     def write_metrics() -> None:
         if pending:
             append_text(metrics, "".join(pending))
+            if tracking:
+                tracking.log_rows([json.loads(line) for line in pending])
             pending.clear()
 
     def checkpoint(resumable: bool) -> None:
