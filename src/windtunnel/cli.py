@@ -187,6 +187,7 @@ def train(
     from windtunnel.train.config import resolve_run
     from windtunnel.train.tracking import parse_trackers
     from windtunnel.train.trainer import train as run_training
+    from windtunnel.train.trainer import write_run_plots
 
     def go():
         names = parse_trackers(trackers)
@@ -196,7 +197,7 @@ def train(
         res = run_training(cfg, run_dir, progress=not quiet, trackers=names)
         _print_eval(res.eval, res.n_params, res.steps, res.train_seconds)
         if not names:  # the trainer wrote (and logged) them
-            _write_run_plots(res.run_dir, res.eval)
+            write_run_plots(res.run_dir, res.eval)
         typer.echo(f"results: {run_dir}/eval.json, plots in {run_dir}/plots")
 
     _run_errors(go)
@@ -210,7 +211,7 @@ def eval_cmd(
     """Re-evaluate a run's final weights on the held-out stream (writes eval.json and plots)."""
     from windtunnel.train.checkpoint import CheckpointError
     from windtunnel.train.rundir import RunDir
-    from windtunnel.train.trainer import evaluate_run
+    from windtunnel.train.trainer import evaluate_run, write_run_plots
 
     def go():
         run = RunDir.open(run_dir, not_a_run=CheckpointError)
@@ -221,7 +222,7 @@ def eval_cmd(
         result = evaluate_run(model, task, cfg)
         result.update(n_params=model.n_params(), steps=step, train_seconds=state.get("train_seconds", 0.0))
         run.write_eval(result)
-        _write_run_plots(run_dir, result)
+        write_run_plots(run_dir, result)
         if json_out:
             typer.echo(json.dumps(result, indent=1))
         else:
@@ -244,12 +245,6 @@ def _print_eval(ev: dict, n_params: int, steps: int, seconds: float) -> None:
         typer.echo(line)
         for b, v in ev["baselines"][L].items():
             typer.echo(f"      baseline {b}: entropy error {v['entropy_error_mean_abs']:.4f} bits")
-
-
-def _write_run_plots(run_dir: Path, ev: dict) -> None:
-    from windtunnel.train.trainer import write_run_plots
-
-    write_run_plots(run_dir, ev)
 
 
 @app.command()
