@@ -1,10 +1,16 @@
-"""Sampler + exact-posterior throughput per task, and the HMM filter against a plain loop.
+"""Sampler + exact-posterior throughput per task, its share of a training step, and the HMM
+filter against a plain loop.
 
-    python benchmarks/bench_tasks.py [--batch 1024] [--repeats 5] [--device cpu]
+    python benchmarks/bench_tasks.py [--batch 1024] [--repeats 5] [--device cpu] [--model transformer]
 
-Prints scored positions per second for sampling with the exact posterior (default configs,
-batch 1024), and the vectorised HMM forward filter on 4096 sequences x K=50 against a
-straightforward per-sequence NumPy loop (the ratio is the figure to watch; target >= 50x).
+Prints, per task:
+- scored positions per second for sampling with the exact posterior (default configs, batch 1024);
+- the share of one training step that is data: sampling a batch of the quick profile (its task
+  parameters and batch size) against one whole optimiser step of the profile's --model on it
+  (``train_step``: sampling, forward, loss, backward, clipping, AdamW), one thread each (the
+  quick budget's); the target is at most 2%.
+Then the vectorised HMM forward filter on 4096 sequences x K=50 against a straightforward
+per-sequence NumPy loop (the ratio is the figure to watch; target >= 50x).
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ import torch
 
 from windtunnel.tasks import make_generator, make_task, task_names
 from windtunnel.tasks.hmm import forward_filter
+from windtunnel.train.build import build
+from windtunnel.train.config import resolve_run
+from windtunnel.train.trainer import autocast_dtype, check_loss, make_optimizer, train_step
 
 
 def numpy_filter_loop(T, E, obs):
@@ -46,11 +55,30 @@ def best_of(fn, repeats: int) -> float:
     return min(times)
 
 
+def step_share(task_name: str, model: str, repeats: int, device: str) -> tuple[float, float, int]:
+    """(ms to sample one quick-profile batch, ms of one whole training step, batch size)."""
+    config = resolve_run(task_name, model, "quick", {"train.threads": 1, "train.device": device})
+    torch.set_num_threads(1)
+    task, net = build(config)
+    dev = torch.device(device)
+    net.to(dev)
+    tc = config.train
+    opt = make_optimizer(net, tc)
+    kind = check_loss(tc.loss, task)
+    g = make_generator(0, device=device)
+    step = lambda: train_step(net, opt, task, g, kind, tc.warmup, tc, dev, autocast_dtype(tc.precision, dev))
+    step()  # warm-up (allocations, the optimiser's state)
+    step_s = best_of(step, repeats)
+    sample_s = best_of(lambda: task.sample(tc.batch_size, g), repeats)
+    return 1e3 * sample_s, 1e3 * step_s, tc.batch_size
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=1024)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--model", default="transformer", help="the architecture whose training step the sampling is set against")
     args = ap.parse_args()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, device {args.device}")
     print(f"{'task':<12} {'batch':>6} {'scored/seq':>10} {'ms/batch':>9} {'scored pos/s':>14}")
@@ -61,6 +89,12 @@ def main() -> None:
         sec = best_of(lambda task=task, g=g: task.sample(args.batch, g), args.repeats)
         n_pos = args.batch * task.spec.n_scored
         print(f"{name:<12} {args.batch:>6} {task.spec.n_scored:>10} {1e3 * sec:>9.1f} {n_pos / sec:>14,.0f}")
+
+    print(f"\nsampling as a share of one training step ({args.model}, quick profile, 1 thread, best of {args.repeats})")
+    print(f"{'task':<12} {'batch':>6} {'sample ms':>10} {'step ms':>9} {'share':>7}")
+    for name in task_names():
+        sample_ms, step_ms, batch = step_share(name, args.model, args.repeats, args.device)
+        print(f"{name:<12} {batch:>6} {sample_ms:>10.2f} {step_ms:>9.1f} {100 * sample_ms / step_ms:>6.2f}%")
 
     task = make_task("hmm", {"K": 50})
     b = task.sample(4096, make_generator(1, device=args.device))

@@ -9,6 +9,7 @@ from windtunnel.config import ConfigError
 from windtunnel.sweep import expand, load_sweep, sweep_names
 from windtunnel.sweep.config import SweepConfig, parse_grid_option
 from windtunnel.sweep.expand import grid_points
+from windtunnel.train.config import load_profile, tuned_train
 from windtunnel.train.trainer import build
 
 
@@ -136,7 +137,10 @@ def test_paper1_quick_is_the_comparison_on_the_quick_profiles():
     assert set(sweep.primitives.rules) == {"accumulation", "transport", "binding"}
     for task in ("bijection", "hmm", "recall"):  # within a task: same steps, data, optimiser and init law
         mine = [r.config for r in runs if r.config.task == task]
-        assert len({c.train.model_dump_json() for c in mine}) == 1, task
+        prof = load_profile("quick", task)
+        for c in mine:  # each architecture at the rate its profile commits (its search's winner), else the shared one
+            assert c.train.lr == {**prof["train"], **tuned_train(prof, c.model)}["lr"], (task, c.model)
+        assert len({c.train.model_copy(update={"lr": 0.0}).model_dump_json() for c in mine}) == 1, task
         assert len({json.dumps(c.task_params, sort_keys=True) for c in mine}) == 1, task
         assert len({c.model_params.get("init", "normal") for c in mine}) == 1, task
         assert not any(c.model_params.get("tie_head") for c in mine if task != "bijection"), task

@@ -24,7 +24,7 @@ def metric_steps(run) -> list[int]:
     return [json.loads(line)["step"] for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def wait_until_both_train(proc, out, timeout=180):
+def wait_until_both_train(proc, out, timeout=600):  # a guard against a hang: Ray starts slowly on loaded cores
     """The two run folders, once each has logged a step past 10 (both are in flight)."""
     deadline = time.time() + timeout
     runs: list = []

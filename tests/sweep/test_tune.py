@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from windtunnel.cli import app
 from windtunnel.config import ConfigError
-from windtunnel.sweep.tune import TuneSpec, _rank_key, probe_at, rung_steps, tune
+from windtunnel.sweep.tune import TuneSpec, _rank_key, cautions, probe_at, rung_steps, tune, tune_markdown
 from windtunnel.train.config import RunConfig
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.trainer import train
@@ -129,3 +129,43 @@ def test_a_profile_commits_tuned_settings_per_architecture(monkeypatch):
     assert train_config.resolve_run("bijection", "lstm").train.lr == 3.16e-4
     assert train_config.resolve_run("bijection", "transformer").train.lr == 3e-3
     assert train_config.resolve_run("bijection", "lstm", overrides={"train.lr": 1e-2}).train.lr == 1e-2
+
+
+def cand(lr, **scores):
+    return {"point": {"train.lr": lr}, "scores": {int(k[1:]): v for k, v in scores.items()}, "status": ""}
+
+
+def test_cautions_name_a_winner_at_the_grid_edge_and_a_plateau_at_the_last_comparison():
+    spec = TuneSpec()  # lr 1e-4 .. 1e-2, compared at 10% and 30%
+    # the HMM search of the MLP: 1e-2 (the upper edge) best at every rung, the best three well apart at 450
+    mlp = [cand(1e-4, s150=0.4097), cand(3.16e-4, s150=0.3982, s450=0.3822), cand(1e-3, s150=0.3988),
+           cand(3.16e-3, s150=0.3883, s450=0.3423), cand(1e-2, s150=0.3561, s450=0.3383, s1500=0.3259)]
+    (edge,) = cautions(spec, mlp, {"train.lr": 0.01}, [150, 450])
+    assert "train.lr = 0.01 is the grid's upper edge" in edge and "--grid train.lr=0.01,0.0316,0.1" in edge
+    # the LSTM's: the best three within 1% at 450, and the winner 1e-4 is the lower edge
+    lstm = [cand(1e-4, s150=0.4183, s450=0.4179), cand(3.16e-4, s150=0.4199, s450=0.4202),
+            cand(1e-3, s150=0.4196, s450=0.4221), cand(3.16e-3, s150=0.4227), cand(1e-2, s150=0.4305)]
+    edge, plateau = cautions(spec, lstm, {"train.lr": 1e-4}, [150, 450])
+    assert "lower edge" in edge and "--grid train.lr=1e-05,3.16e-05,0.0001" in edge
+    assert "3 candidates compared at step 450 were within 1.0%" in plateau and "--full" in plateau
+    # the transformer's: an inner winner, well ahead at 450: nothing to say
+    tf = [cand(1e-4, s150=0.4179, s450=0.4166), cand(3.16e-4, s150=0.4280), cand(1e-3, s150=0.4217),
+          cand(3.16e-3, s150=0.3913, s450=0.0556), cand(1e-2, s150=0.3410, s450=0.2909)]
+    assert cautions(spec, tf, {"train.lr": 3.16e-3}, [150, 450]) == []
+    # a full search has no comparison before the end; a failed candidate (no score) is not counted
+    assert cautions(spec.replace(full=True), lstm, {"train.lr": 1e-3}, []) == []
+    assert cautions(spec, [cand(1e-3, s450=0.5), cand(1e-2, s450=None)], {"train.lr": 1e-3}, [450]) == []
+    # two values are no edge to speak of; text axes are not numbers
+    two = TuneSpec(grid={"train.lr": [1e-3, 1e-2], "train.schedule": ["cosine", "constant", "linear"]})
+    assert cautions(two, [cand(1e-2, s5=1.0)], {"train.lr": 1e-2, "train.schedule": "linear"}, []) == []
+
+
+def test_the_search_table_lists_its_cautions(tmp_path):
+    result = tune(tiny(), tmp_path / "t", TuneSpec(grid={"train.lr": [1e-3, 3e-3, 1e-2]}), log=lambda _: None)
+    doc = json.loads((tmp_path / "t" / "tune-bijection-transformer.json").read_text())
+    assert doc["cautions"] == result.cautions == cautions(
+        TuneSpec(grid={"train.lr": [1e-3, 3e-3, 1e-2]}),
+        [{**c, "scores": {int(k): v for k, v in c["scores"].items()}} for c in doc["candidates"]],
+        doc["best"], doc["rung_steps"][:-1])
+    md = tune_markdown({**doc, "cautions": ["one", "two"]})
+    assert md.rstrip().endswith("- Caution: one\n- Caution: two")

@@ -19,7 +19,9 @@ With the defaults (5 candidates, rungs 10% and 30%, eta 2) the search costs 5 x 
 0.7 = 1.8 runs' steps, the winner's own run included. ``full=True`` trains every candidate to the
 end instead (the reference the halving is checked against in docs/sweeps.md). A candidate whose
 loss turns non-finite counts as the worst. The table of every candidate at every rung it
-reached is written as ``tune-<task>-<model>.json`` / ``.csv`` / ``.md`` in the folder.
+reached is written as ``tune-<task>-<model>.json`` / ``.csv`` / ``.md`` in the folder, with the
+search's cautions (:func:`cautions`): a winner at the grid's edge, and candidates that were still
+indistinguishable at the last comparison (a plateau, where halving ranks by noise).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ from windtunnel.train.rundir import RunDir
 
 #: np.logspace(-4, -2, 5), to three significant digits
 DEFAULT_LRS = [1e-4, 3.16e-4, 1e-3, 3.16e-3, 1e-2]
+#: candidates whose probes at the last comparison lie within this relative spread are called tied
+PLATEAU_SPREAD = 0.02
 
 
 class TuneSpec(StrictConfig):
@@ -80,6 +84,7 @@ class TuneResult:
     candidates: list[dict[str, Any]]
     winner: dict[str, Any]
     seconds: float = 0.0
+    cautions: list[str] = field(default_factory=list)
     files: dict[str, Path] = field(default_factory=dict)
 
     @property
@@ -182,10 +187,45 @@ def tune(base: RunConfig, out: Path | str, spec: TuneSpec | None = None, jobs: i
     result = TuneResult(base.task, base.model, spec.metric, [*steps_at, base.train.steps],
                         [{k: v for k, v in r.items() if k != "config"} for r in rows],
                         {k: v for k, v in winner.items() if k != "config"}, time.perf_counter() - t0)
+    result.cautions = cautions(spec, result.candidates, result.best, steps_at)
     result.files = write_tune(out, result, spec, base)
     log(f"tune {base.task} {base.model}: best {result.best} (probe {spec.metric} "
         f"{winner['scores'][base.train.steps]:.4g}) in {result.seconds:.0f} s")
+    for c in result.cautions:
+        log(f"  caution: {c}")
     return result
+
+
+def cautions(spec: TuneSpec, candidates: list[dict[str, Any]], best: dict[str, Any], steps_at: list[int]) -> list[str]:
+    """What a reader of the search should check before trusting its winner:
+
+    - **edge**: on a numeric axis with three or more values, the winner took the smallest or the
+      largest, so the optimum may lie outside the grid (the next search should extend it that way);
+    - **plateau**: at the last comparison before the end, the candidates still compared there had
+      probes within ``PLATEAU_SPREAD`` (2%) of each other, so halving may have ranked noise (and
+      stopped a candidate that would have left the plateau later): ``--full`` is the check.
+    """
+    out = []
+    for key, values in spec.grid.items():
+        nums = sorted({v for v in values if isinstance(v, int | float) and not isinstance(v, bool)})
+        v = best.get(key)
+        if len(nums) >= 3 and v in (nums[0], nums[-1]):
+            side, step = ("upper", nums[-1] / nums[-2]) if v == nums[-1] else ("lower", nums[0] / nums[1])
+            more = ",".join(f"{x:.3g}" for x in sorted(v * step ** i for i in range(3)))
+            out.append(f"best {key} = {v:g} is the grid's {side} edge: the optimum may lie beyond it "
+                       f"(search on: --grid {key}={more})")
+    if steps_at:
+        s = steps_at[-1]
+        scores = [c["scores"].get(s) for c in candidates if c["scores"].get(s) is not None]
+        finite = [x for x in scores if math.isfinite(x)]
+        if len(finite) >= 2:
+            lo, hi = min(finite), max(finite)
+            spread = (hi - lo) / max(abs(lo), abs(hi), 1e-12)
+            if spread < PLATEAU_SPREAD:
+                out.append(f"the {len(finite)} candidates compared at step {s} were within {100 * spread:.1f}% "
+                           f"of each other ({spec.metric} {lo:.4g} to {hi:.4g}): a plateau, where the ranking "
+                           f"may be noise; train every candidate to the end (--full) before calling a result final")
+    return out
 
 
 def _in_this_process(work: list[Job], log, stop: StopFlag) -> dict[str, str]:
@@ -220,7 +260,8 @@ def write_tune(out: Path, result: TuneResult, spec: TuneSpec, base: RunConfig) -
     stem = out / tune_name(result.task, result.model, spec.full)
     doc = {"task": result.task, "model": result.model, "metric": result.metric, "spec": spec.model_dump(mode="json"),
            "rung_steps": result.rung_steps, "base": base.model_dump(mode="json"), "best": result.best,
-           "winner": result.winner, "candidates": result.candidates, "seconds": result.seconds}
+           "winner": result.winner, "candidates": result.candidates, "seconds": result.seconds,
+           "cautions": result.cautions}
     paths = {k: stem.parent / f"{stem.name}.{ext}" for k, ext in (("json", "json"), ("csv", "csv"), ("markdown", "md"))}
     atomic_write_text(paths["json"], json.dumps(jsonable(doc), indent=1, allow_nan=False))
     rows = tune_rows(result)
@@ -245,6 +286,7 @@ def tune_markdown(doc: dict[str, Any]) -> str:
              f"best: {', '.join(f'{k} = {v}' for k, v in doc['best'].items())}"
              + (f" (its evaluation: KL {w['eval']['kl_bayes_model']:.4f} bits)" if "kl_bayes_model" in w.get("eval", {}) else "")
              + f"; {doc['seconds']:.0f} s.", "", *table(head, body)]
+    lines += ["", *(f"- Caution: {c}" for c in doc.get("cautions", []))] if doc.get("cautions") else []
     return "\n".join(lines) + "\n"
 
 
