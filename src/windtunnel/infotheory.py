@@ -15,8 +15,8 @@ LN2 = math.log(2.0)
 
 def entropy_bits(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Shannon entropy -sum p log2 p of probability vectors along ``dim`` (0 log 0 = 0)."""
-    logp = torch.where(p > 0, torch.log(p.clamp_min(torch.finfo(p.dtype).tiny)), torch.zeros_like(p))
-    return -(p * logp).sum(dim) / LN2 + 0.0  # + 0.0 turns -0.0 into 0.0
+    # where p = 0 the clamp makes log finite, so the term is 0 * finite = 0 (no mask needed)
+    return -(p * torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))).sum(dim) / LN2 + 0.0  # + 0.0: -0.0 -> 0.0
 
 
 def kl_bits(p: torch.Tensor, q: torch.Tensor, dim: int = -1, eps: float = 0.0) -> torch.Tensor:

@@ -120,3 +120,17 @@ def test_primitive_variant_experiments_must_be_named_after_the_rule():
            "primitives": {"rules": {"transport": {"experiment": "hmm", "metric": "entropy_error", "variants": ["other"]}}}}
     with pytest.raises(Exception, match="hmm-VARIANT"):
         SweepConfig.build(doc)
+
+
+def test_primitives_table_gives_the_papers_claims_only_where_it_makes_some():
+    from windtunnel.sweep.markdown import primitives_table
+
+    cell = {"verdict": "yes", "score": 0.95}
+    prims = {"transformer": {"transport": cell, "counting": cell}, "gru": {"transport": cell}}
+    claims = {"transformer": {"transport": "yes", "binding": "yes"}}
+    lines = primitives_table(prims, ["transport", "counting"], claims).splitlines()
+    assert lines[0].split("|")[-2].strip() == "paper"
+    assert lines[2].split("|")[-2].strip() == "✓ - (1/2)"  # claims transport, not counting
+    assert lines[3].split("|")[-2].strip() == "-"  # no claim for the gru
+    only_new = primitives_table(prims, ["counting"], claims).splitlines()
+    assert only_new[2].split("|")[-2].strip() == "-"  # the paper claims nothing about counting

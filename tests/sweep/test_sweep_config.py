@@ -169,6 +169,21 @@ def test_mixers_quick_is_every_scorecard_at_once():
         assert {r.name for r in expand(scorecard_sweep(model))} <= names
 
 
+def test_the_new_tunnels_example_is_mixers_quick_on_those_tunnels():
+    """examples/sweeps/new-tunnels-quick.json (the README's three new scorecard columns): the runs of
+    mixers-quick for kalman, dirichlet and changepoint at each profile's own rung, by content hash."""
+    from pathlib import Path
+
+    example = load_sweep(Path(__file__).parents[2] / "examples" / "sweeps" / "new-tunnels-quick.json")
+    mine = {r.name for r in expand(example)}
+    full = expand(load_sweep("mixers-quick"))
+    assert mine == {r.name for r in full if r.experiment in ("kalman", "dirichlet", "changepoint")}
+    assert len(mine) == 27
+    assert {p: (r.experiment, r.metric) for p, r in example.primitives.rules.items()} == {
+        p: (r.experiment, r.metric) for p, r in load_sweep("mixers-quick").primitives.rules.items()
+        if r.experiment in ("kalman", "dirichlet", "changepoint")}
+
+
 def test_paper1_expands_to_the_paper_settings():
     """44 runs (bijection and recall 3 seeds, HMM 5 seeds), every model within 2% of the transformer."""
     runs = expand(load_sweep("paper1"))

@@ -92,7 +92,7 @@ def primitives_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[st
         cells.append(f"{count:g}/{len(rules)}")
         if paper_claims:
             claim = paper_claims.get(model)
-            if claim:
+            if claim and any(p in claim for p in rules):  # a paper that claims none of these primitives: "-"
                 n = sum({"yes": 1.0, "partial": 0.5}.get(claim.get(p), 0.0) for p in rules)
                 cells.append(" ".join(_MARK.get(claim.get(p), "-") for p in rules) + f" ({n:g}/{len(rules)})")
             else:

@@ -36,7 +36,7 @@ from pydantic import Field
 
 from windtunnel.infotheory import entropy_bits
 from windtunnel.tasks.base import Batch, HypothesisSpace, Prediction, Task, TaskConfig, TaskSpec, register_task, uniform_probs
-from windtunnel.tasks.sampling import categorical, dirichlet
+from windtunnel.tasks.sampling import categorical, dirichlet, flat_dirichlet
 from windtunnel.tasks.streams import counts_before, predictive, stream_inputs, stream_spec
 
 
@@ -142,11 +142,7 @@ def segment_distributions(n: int, n_obs: int, alpha: float, generator: torch.Gen
     """``n`` draws of p ~ Dirichlet(alpha, ..., alpha) (float64, (n, n_obs)). alpha = 1 (the
     default) normalises Exponential(1) draws, -log(1 - U), instead of running the gamma
     sampler's rejection loop; the law is the same."""
-    if alpha == 1.0:
-        u = torch.rand(n, n_obs, generator=generator, device=generator.device, dtype=torch.float64)
-        g = torch.log1p(-u).neg_()
-        return g / g.sum(-1, keepdim=True)
-    return dirichlet(alpha, (n, n_obs), generator)
+    return flat_dirichlet((n, n_obs), generator) if alpha == 1.0 else dirichlet(alpha, (n, n_obs), generator)
 
 
 def run_length_buckets(r: torch.Tensor, max_len: int) -> tuple[torch.Tensor, int]:

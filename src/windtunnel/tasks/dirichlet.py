@@ -25,7 +25,7 @@ from pydantic import Field
 
 from windtunnel.infotheory import entropy_bits
 from windtunnel.tasks.base import Batch, HypothesisSpace, Prediction, Task, TaskConfig, TaskSpec, register_task, uniform_probs
-from windtunnel.tasks.sampling import categorical, gamma
+from windtunnel.tasks.sampling import categorical, flat_dirichlet, gamma
 from windtunnel.tasks.streams import counts_before, predictive, stream_inputs, stream_spec
 
 __all__ = ["DirichletConfig", "DirichletTask", "counts_before", "implied_alpha", "predictive"]
@@ -156,10 +156,14 @@ class DirichletTask(Task):
         )
 
     def sample_p(self, n: int, generator: torch.Generator) -> torch.Tensor:
-        """(n, n_cat) float64 rows of Dirichlet(alpha). Drawn in log space, log G = log G' + log(U) / alpha
-        with G' ~ Gamma(alpha + 1) (the boost that ``sampling.gamma`` applies), so that a small alpha
-        cannot underflow every Gamma of a row to 0 (rows then have exact zeros, never nan)."""
+        """(n, n_cat) float64 rows of Dirichlet(alpha). alpha = 1 (the default): normalised
+        exponentials (``sampling.flat_dirichlet``). Otherwise drawn in log space,
+        log G = log G' + log(U) / alpha with G' ~ Gamma(alpha + 1) (the boost that ``sampling.gamma``
+        applies), so that a small alpha cannot underflow every Gamma of a row to 0 (rows then have
+        exact zeros, never nan)."""
         c, dev = self.config, generator.device
+        if c.alpha == 1.0:
+            return flat_dirichlet((n, c.n_cat), generator)
         g1 = gamma(torch.full((n, c.n_cat), c.alpha + 1.0, dtype=torch.float64, device=dev), generator)
         u = 1.0 - torch.rand(n, c.n_cat, generator=generator, device=dev, dtype=torch.float64)  # in (0, 1]
         logg = (g1.log() + u.log() / c.alpha).clamp_min(-1e300)
@@ -173,7 +177,7 @@ class DirichletTask(Task):
         self._check_n(n)
         c, dev = self.config, generator.device
         p = self.sample_p(n, generator)
-        draws = categorical(p[:, None, :].expand(n, c.n_draws, c.n_cat), generator)
+        draws = categorical(p, generator, c.n_draws)
         inputs = stream_inputs(draws, c.n_cat)
         probs = self.posterior(draws)
         return Batch(
