@@ -58,7 +58,15 @@ def best_of(fn, repeats: int) -> float:
 def step_share(task_name: str, model: str, repeats: int, device: str) -> tuple[float, float, int]:
     """(ms to sample one quick-profile batch, ms of one whole training step, batch size)."""
     config = resolve_run(task_name, model, "quick", {"train.threads": 1, "train.device": device})
-    torch.set_num_threads(1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the quick budget's one thread, for this measurement only
+    try:
+        return _step_share(config, repeats, device)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _step_share(config, repeats: int, device: str) -> tuple[float, float, int]:
     task, net = build(config)
     dev = torch.device(device)
     net.to(dev)
