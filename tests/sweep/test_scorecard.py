@@ -15,7 +15,7 @@ from windtunnel.geometry.diagnose import run_diagnostics
 from windtunnel.sweep import expand
 from windtunnel.sweep.config import load_sweep
 from windtunnel.sweep.scorecard import PRIMITIVES, scorecard_doc, scorecard_sweep
-from windtunnel.train.config import load_profile
+from windtunnel.train.config import load_profile, tuned_train
 from windtunnel.train.trainer import build
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -68,7 +68,9 @@ def test_the_ladders_are_rungs_of_each_tunnels_own_parameters():
     assert (hmm3.task_params["S"], hmm3.task_params["O"], hmm3.task_params["K"]) == (3, 3, 20)
     # a tuned learning rate reaches that model's runs on every rung of its tunnel, and no other's
     tuned = expand(scorecard_sweep("mamba", primitives=["transport"], tuned={"hmm": {"mamba": {"train.lr": 3.16e-4}}}))
-    assert {(r.config.model, r.config.train.lr) for r in tuned} == {("mamba", 3.16e-4), ("transformer", 3e-3)}
+    prof = load_profile("quick", "hmm")  # the transformer at the rate its profile gives it
+    assert {(r.config.model, r.config.train.lr) for r in tuned} == {
+        ("mamba", 3.16e-4), ("transformer", {**prof["train"], **tuned_train(prof, "transformer")}["lr"])}
     assert len(tuned) == 6
 
 

@@ -250,3 +250,35 @@ def test_model_overrides_apply_to_their_model_alone_and_leave_old_folders_in_pla
     bad = {**doc, "experiments": [{**doc["experiments"][0], "model_overrides": {"gru": ["train.lr=1"]}}]}
     with pytest.raises(ConfigError, match="model_overrides names 'gru'"):
         SweepConfig.build(bad)
+
+
+def test_every_committed_tuned_value_names_its_search_and_covers_its_comparisons():
+    """A profile's ``tuned`` block holds training fields only, each entry names the section of
+    docs/sweeps.md with the search table it came from, and it covers every architecture that a
+    shipped sweep on that profile trains on the tunnel (no comparison pits tuned models against
+    untuned ones)."""
+    import re
+    from pathlib import Path
+
+    from windtunnel.train.config import TrainConfig, profile_names, profile_tasks
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "sweeps.md"
+    anchors = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+               for h in re.findall(r"^#+ (.+)$", docs.read_text(), flags=re.M)}
+    sweeps = [load_sweep(name) for name in sweep_names()]
+    committed = 0
+    for profile in profile_names():
+        for task in profile_tasks(profile):
+            block = load_profile(profile, task).get("tuned")
+            if block is None:
+                continue
+            for model, entry in block.items():
+                settings = {k for k in entry if not k.startswith("_")}
+                assert settings and settings <= set(TrainConfig.model_fields), (profile, task, model, entry)
+                page, _, anchor = entry.get("_source", "").partition("#")
+                assert page == "docs/sweeps.md" and anchor in anchors, (profile, task, model, entry)
+                committed += 1
+            trained = {m for s in sweeps if s.profile == profile
+                       for e in s.experiments if e.task == task for m in e.models}
+            assert trained <= set(block), (profile, task, sorted(trained - set(block)))
+    assert committed  # at least one tunnel commits its searched values

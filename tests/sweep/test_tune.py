@@ -93,6 +93,9 @@ def test_the_full_search_and_the_halving_share_their_runs(tmp_path):
     assert (tmp_path / "tune-bijection-transformer-full.json").is_file()
     assert (tmp_path / "tune-bijection-transformer.json").is_file()
     assert halving.best["train.lr"] in grid["train.lr"]
+    # each table says how it was searched
+    assert "Every candidate trained to the end over train.lr" in (tmp_path / "tune-bijection-transformer-full.md").read_text()
+    assert "Successive halving over train.lr" in (tmp_path / "tune-bijection-transformer.md").read_text()
 
 
 def test_the_tune_command_writes_its_table_and_page_and_checks_its_arguments(tmp_path):

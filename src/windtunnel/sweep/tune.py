@@ -282,7 +282,8 @@ def tune_markdown(doc: dict[str, Any]) -> str:
                      *("" if scores.get(s) is None else f"{scores[s]:.4f}" for s in steps), c["status"]])
     w = doc["winner"]
     lines = [f"### tune: {doc['model']} on {doc['task']}", "",
-             f"Successive halving over {', '.join(keys)}, scored by the held-out probe's {doc['metric']}; "
+             ("Every candidate trained to the end" if doc["spec"].get("full") else "Successive halving")
+             + f" over {', '.join(keys)}, scored by the held-out probe's {doc['metric']}; "
              f"best: {', '.join(f'{k} = {v}' for k, v in doc['best'].items())}"
              + (f" (its evaluation: KL {w['eval']['kl_bayes_model']:.4f} bits)" if "kl_bayes_model" in w.get("eval", {}) else "")
              + f"; {doc['seconds']:.0f} s.", "", *table(head, body)]
