@@ -369,7 +369,13 @@ def scorecard(
     from windtunnel.sweep import expand, run_sweep
     from windtunnel.sweep.config import parse_jobs
     from windtunnel.sweep.run import backend_session, check_backend, default_out
-    from windtunnel.sweep.scorecard import SCORECARD_FILE, scorecard_sweep, tune_scorecard, write_scorecard
+    from windtunnel.sweep.scorecard import (
+        SCORECARD_FILE,
+        scorecard_cautions,
+        scorecard_sweep,
+        tune_scorecard,
+        write_scorecard,
+    )
     from windtunnel.train.tracking import parse_trackers
 
     def go():
@@ -402,6 +408,8 @@ def scorecard(
                        (("model", model), ("transformer", "transformer")) if len(doc["ladder"][prim]) > 1]
             typer.echo(f"{prim:<13} ({row['task']}, {row['metric']}): " + "; ".join(cells)
                        + (f"  [highest rung realised: {'; '.join(highest)}]" if highest else ""))
+            for c in scorecard_cautions(row):
+                typer.echo(f"  caution: {c}")
         typer.echo(f"written: {outcome.out / SCORECARD_FILE}, {paths['html']}")
 
     _run_errors(go)

@@ -85,6 +85,28 @@ def test_scorecard_json_reads_every_rung_and_the_highest_realised():
     assert doc["ladder"]["transport"][0]["params"] == {"task_params.S": 2, "task_params.O": 2}
     assert doc["primitives"]["transport"]["model"]["verdict"] == "no"
     assert doc["highest"] == {"mamba": {"transport": "hmm@S3_O3"}, "transformer": {"transport": None}}
+    # each verdict names where the rate came from: HMM commits both (each entry names its table)
+    prof = load_profile("quick", "hmm")["tuned"]
+    tuning = doc["primitives"]["transport"]["tuning"]
+    assert tuning["mamba"] == {"source": prof["mamba"]["_source"], "cautions": [], "best": {"train.lr": prof["mamba"]["lr"]}}
+    assert set(tuning) == {"mamba", "transformer"}
+
+
+def test_a_scorecard_verdict_carries_the_cautions_of_the_search_behind_it(tmp_path):
+    """A model the profile commits nothing for takes its search's best point and cautions from the
+    folder's tune table; without a search (or a profile task) it has none."""
+    from windtunnel.sweep.scorecard import scorecard_cautions, tuning_of
+
+    (tmp_path / "tune-bijection-my_mixer.EMAMixer.json").write_text(json.dumps(
+        {"best": {"train.lr": 1e-2}, "cautions": ["best train.lr = 0.01 is the grid's upper edge"]}))
+    mine = tuning_of(tmp_path, "quick", "bijection", "my_mixer:EMAMixer")
+    assert mine == {"source": "tune-bijection-my_mixer.EMAMixer.json", "best": {"train.lr": 1e-2},
+                    "cautions": ["best train.lr = 0.01 is the grid's upper edge"]}
+    assert tuning_of(tmp_path, "quick", "recall", "my_mixer:EMAMixer") is None
+    assert tuning_of(None, "paper", "sula", "gru") is None  # the paper profile has no SULA config
+    row = {"task": "bijection", "tuning": {"my_mixer:EMAMixer": mine, "transformer": None}}
+    assert scorecard_cautions(row) == ["my_mixer:EMAMixer's bijection search (tune-bijection-my_mixer.EMAMixer.json): "
+                                       "best train.lr = 0.01 is the grid's upper edge"]
 
 
 def test_scorecard_tunes_each_model_the_profile_commits_nothing_for(tmp_path, examples_on_path):
@@ -101,6 +123,8 @@ def test_scorecard_tunes_each_model_the_profile_commits_nothing_for(tmp_path, ex
     runs = json.loads((out / "sweep.json").read_text())["runs"]
     assert {r["config"]["train"]["lr"] for r in runs if r["config"]["model"] == USER} == {best}
     assert "## Tuning" in (out / "report.md").read_text()
+    card = json.loads((out / "scorecard.json").read_text())["primitives"]["accumulation"]["tuning"][USER]
+    assert card["source"] == "tune-bijection-my_mixer.EMAMixer.json" and card["best"]["train.lr"] == best
     # a fixed learning rate and tuning exclude each other: refused before anything is written
     res = CliRunner().invoke(app, ["scorecard", USER, "--out", str(tmp_path / "no"), "--set", "train.lr=1e-3"])
     assert res.exit_code == 2 and "--no-tune" in res.output and not (tmp_path / "no").exists()
@@ -135,3 +159,22 @@ def test_scorecard_trains_scores_and_diagnoses_a_user_mixer(tmp_path, examples_o
 def test_docs_show_the_example_mixer_whole():
     docs = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text()
     assert (EXAMPLES / "my_mixer.py").read_text().rstrip("\n") in docs
+
+
+def test_the_report_lists_the_cautions_behind_the_scorecard(tmp_path):
+    from windtunnel.report.page import scorecard_section
+
+    search = {"source": "tune-hmm-my_mixer.EMAMixer.json", "best": {"train.lr": 1e-4},
+              "cautions": ["the 3 candidates compared at step 450 were within 0.5% of each other"]}
+    verdict = {"score": -2.6, "verdict": "no"}
+    doc = {"model": USER, "reference": "transformer", "seeds": [0], "finished": 2, "n_runs": 2, "realised": 0.9,
+           "partial": 0.5, "primitives": {"transport": {"task": "hmm", "metric": "kl_bayes_model", "model": verdict,
+                                                        "transformer": verdict, "tuning": {USER: search, "transformer": None}}},
+           "ladder": {"transport": [{"rung": "profile"}]}, "highest": {}}
+    (tmp_path / "scorecard.json").write_text(json.dumps(doc))
+    page = "\n".join(scorecard_section(tmp_path))
+    assert "Cautions of the learning-rate searches" in page
+    assert f"- {USER}'s hmm search (tune-hmm-my_mixer.EMAMixer.json): the 3 candidates compared" in page
+    doc["primitives"]["transport"]["tuning"][USER] = {**search, "cautions": []}
+    (tmp_path / "scorecard.json").write_text(json.dumps(doc))
+    assert "Cautions" not in "\n".join(scorecard_section(tmp_path))

@@ -239,6 +239,7 @@ def scorecard_section(folder: Path) -> list[str]:
     doc = json.loads(path.read_text())
 
     from windtunnel.sweep.markdown import score_text
+    from windtunnel.sweep.scorecard import scorecard_cautions
 
     def cell(r: dict[str, Any] | None) -> str:
         return "-" if not r or r.get("score") is None else f"{r['verdict']} {score_text(r)}"
@@ -252,6 +253,11 @@ def scorecard_section(folder: Path) -> list[str]:
               f"{doc['realised']}, partial at ≥ {doc['partial']}); brackets: the scores at the ends of the 95% "
               "interval over seeds. Calibration, length and training plots per task follow.", ""]
              + table(["primitive", "task (metric)", model, doc["reference"]], body) + [""])
+    notes = [c for row in doc["primitives"].values() for c in scorecard_cautions(row)]
+    if notes:
+        lines += ["Cautions of the learning-rate searches behind these verdicts (a verdict from a search on a "
+                  "plateau or at its grid's edge is final only after the check named):", "",
+                  *(f"- {html.escape(c, quote=False)}" for c in notes), ""]
     return lines + ladder_section(folder, doc)
 
 
