@@ -392,13 +392,14 @@ def scorecard(
         expand(cfg, pairs)  # the model and the --set overrides, on every run
         folder = out or default_out(cfg, overrides)
         with backend_session(backend, address):  # a Ray cluster that cannot be started or joined, too
+            tuned = None
             if tune:
                 tuned = tune_scorecard(model, folder, profile, chosen, pairs, jobs, log=typer.echo)
                 cfg = scorecard_sweep(model, profile, seeds, chosen, rungs, tuned)
             outcome = run_sweep(cfg, folder, backend=backend, address=address,
                                 overrides=pairs, progress=not quiet, log=typer.echo, jobs=jobs, trackers=logs)
         summary = json.loads((outcome.out / "summary.json").read_text())
-        doc = write_scorecard(outcome.out, summary, cfg, model)
+        doc = write_scorecard(outcome.out, summary, cfg, model, tuned, pairs)
         paths = write_report(outcome.out)
         typer.echo("")
         for prim, row in doc["primitives"].items():

@@ -87,9 +87,13 @@ def test_scorecard_json_reads_every_rung_and_the_highest_realised():
     assert doc["highest"] == {"mamba": {"transport": "hmm@S3_O3"}, "transformer": {"transport": None}}
     # each verdict names where the rate came from: HMM commits both (each entry names its table)
     prof = load_profile("quick", "hmm")["tuned"]
-    tuning = doc["primitives"]["transport"]["tuning"]
-    assert tuning["mamba"] == {"source": prof["mamba"]["_source"], "cautions": [], "best": {"train.lr": prof["mamba"]["lr"]}}
-    assert set(tuning) == {"mamba", "transformer"}
+    delta = scorecard_doc(summary | {"primitives": {"deltanet": summary["primitives"]["mamba"],
+                                                    "transformer": summary["primitives"]["transformer"]}},
+                          scorecard_sweep("deltanet", primitives=["transport"]), "deltanet")
+    tuning = delta["primitives"]["transport"]["tuning"]
+    assert tuning == {who: {"source": prof[who]["_source"], "cautions": [], "best": {"train.lr": prof[who]["lr"]}}
+                      for who in ("deltanet", "transformer")}
+    assert prof["deltanet"]["lr"] != prof["transformer"]["lr"]  # so a swap would show
 
 
 def test_a_scorecard_verdict_carries_the_cautions_of_the_search_behind_it(tmp_path):
@@ -99,11 +103,20 @@ def test_a_scorecard_verdict_carries_the_cautions_of_the_search_behind_it(tmp_pa
 
     (tmp_path / "tune-bijection-my_mixer.EMAMixer.json").write_text(json.dumps(
         {"best": {"train.lr": 1e-2}, "cautions": ["best train.lr = 0.01 is the grid's upper edge"]}))
-    mine = tuning_of(tmp_path, "quick", "bijection", "my_mixer:EMAMixer")
+    mine = tuning_of(tmp_path, "quick", "bijection", "my_mixer:EMAMixer", searched=True)
     assert mine == {"source": "tune-bijection-my_mixer.EMAMixer.json", "best": {"train.lr": 1e-2},
                     "cautions": ["best train.lr = 0.01 is the grid's upper edge"]}
-    assert tuning_of(tmp_path, "quick", "recall", "my_mixer:EMAMixer") is None
+    # a search left in the folder that this scorecard did not use (--no-tune) is not its source
+    assert tuning_of(tmp_path, "quick", "bijection", "my_mixer:EMAMixer") is None
+    assert tuning_of(tmp_path, "quick", "recall", "my_mixer:EMAMixer", searched=True) is None
     assert tuning_of(None, "paper", "sula", "gru") is None  # the paper profile has no SULA config
+    # a committed value wins over a search file, and a --set train.lr over both (it applies last)
+    (tmp_path / "tune-hmm-gru.json").write_text(json.dumps({"best": {"train.lr": 1e-2}, "cautions": ["x"]}))
+    assert tuning_of(tmp_path, "quick", "hmm", "gru", searched=True)["source"] == "docs/sweeps.md#what-the-searches-found"
+    assert tuning_of(tmp_path, "quick", "hmm", "gru", True, {"train.lr": 5e-4}) == {
+        "source": "--set", "best": {"train.lr": 5e-4}, "cautions": []}
+    with pytest.raises(ConfigError, match="unknown profile"):
+        tuning_of(tmp_path, "fast", "hmm", "gru")
     row = {"task": "bijection", "tuning": {"my_mixer:EMAMixer": mine, "transformer": None}}
     assert scorecard_cautions(row) == ["my_mixer:EMAMixer's bijection search (tune-bijection-my_mixer.EMAMixer.json): "
                                        "best train.lr = 0.01 is the grid's upper edge"]

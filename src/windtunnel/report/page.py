@@ -299,9 +299,9 @@ def tune_section(folder: Path) -> list[str]:
     if not docs:
         return []
     lines = ["## Tuning", "",
-             "Successive halving over the learning rate (`windtunnel tune`): every candidate trains to the first "
-             "rung, the best resume to the next, the winner to the end. A line per rung: the held-out probe of the "
-             "candidates that reached it.", ""]
+             "Searches over the learning rate (`windtunnel tune`): by successive halving every candidate trains to "
+             "the first rung, the best resume to the next, the winner to the end; a `--full` search trains every "
+             "candidate to the end. A line per rung: the held-out probe of the candidates that reached it.", ""]
     for task in dict.fromkeys(d["task"] for d in docs):
         mine = [d for d in docs if d["task"] == task]
         per_model: dict[str, dict[int, list]] = {}

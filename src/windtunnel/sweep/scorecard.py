@@ -168,32 +168,37 @@ def task_metric(task: str) -> str:
     return next((metric for t, metric in PRIMITIVES.values() if t == task), "kl_bayes_model")
 
 
-def tuning_of(out: Path | None, profile: str, task: str, model: str) -> dict[str, Any] | None:
-    """Where ``model``'s training settings on ``task`` came from: the profile's committed value
-    (its ``tuned`` entry and the table it names; :func:`~windtunnel.train.config.resolve_run`
-    applies it), else the search in ``out`` (``tune-<task>-<model>.json``: its best point and its
-    cautions), else None (the profile's shared setting)."""
+def tuning_of(out: Path | None, profile: str, task: str, model: str, searched: bool = False,
+              overrides: Overrides | None = None) -> dict[str, Any] | None:
+    """Where ``model``'s learning rate on ``task`` came from, as the runs were resolved: a
+    ``--set train.lr`` override (it applies last), else the profile's committed value (its
+    ``tuned`` entry and the docs section of its search table), else, when ``searched`` (the
+    scorecard tuned this model on this tunnel), the search in ``out``
+    (``tune-<task>-<model>.json``: its best point and its cautions), else None (the profile's
+    shared rate)."""
     from windtunnel.sweep.tune import tune_name
 
-    try:
-        entry = load_profile(profile, task).get("tuned", {}).get(model)
-    except ConfigError:  # a profile without this task
-        entry = None
+    lr = [v for k, v in as_overrides(overrides) if k == "train.lr"]
+    if lr:
+        return {"source": "--set", "best": {"train.lr": lr[-1]}, "cautions": []}
+    entry = load_profile(profile, task).get("tuned", {}).get(model) if task in profile_tasks(profile) else None
     if entry:
         return {"source": entry.get("_source", f"profile {profile}"), "cautions": [],
                 "best": {f"train.{k}": v for k, v in entry.items() if not k.startswith("_")}}
-    path = None if out is None else Path(out) / f"{tune_name(task, model)}.json"
+    path = Path(out) / f"{tune_name(task, model)}.json" if searched and out is not None else None
     if path is None or not path.is_file():
         return None
     doc = json.loads(path.read_text())
-    return {"source": path.name, "best": doc["best"], "cautions": doc.get("cautions", [])}
+    return {"source": path.name, "best": doc.get("best", {}), "cautions": doc.get("cautions", [])}
 
 
-def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str, out: Path | None = None) -> dict[str, Any]:
+def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str, out: Path | None = None,
+                  tuned: dict[str, dict[str, Any]] | None = None, overrides: Overrides | None = None) -> dict[str, Any]:
     """``scorecard.json``: per primitive the model's and the transformer's score, interval and
     verdict at the profile's own rung (``primitives``, with ``tuning``: where each one's learning
-    rate came from and the cautions of its search, :func:`tuning_of`), every rung (``ladder``,
-    easiest first) and the highest rung each realises (``highest``)."""
+    rate came from and the cautions of its search, :func:`tuning_of`; ``tuned`` is what
+    :func:`tune_scorecard` returned, ``overrides`` the scorecard's ``--set``), every rung
+    (``ladder``, easiest first) and the highest rung each realises (``highest``)."""
     prims = summary.get("primitives") or {}
     rows, ladders = {}, {}
     for name, rule in sweep.primitives.rules.items():
@@ -202,7 +207,8 @@ def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str, out: 
         row = {"task": task, "metric": rule.metric, "experiment": rule.experiment,
                "model": prims.get(model, {}).get(name), REFERENCE: prims.get(REFERENCE, {}).get(name)}
         if not rung:
-            rows[prim] = {**row, "tuning": {who: tuning_of(out, sweep.profile, task, who) for who in (model, REFERENCE)}}
+            rows[prim] = {**row, "tuning": {who: tuning_of(out, sweep.profile, task, who, who in (tuned or {}).get(task, {}),
+                                                           overrides) for who in (model, REFERENCE)}}
         ladders.setdefault(prim, []).append({"rung": rung or "profile", **row})
     exps = {e.label(t): e for e in sweep.experiments for t in e.tasks()}
     for steps in ladders.values():
@@ -225,8 +231,9 @@ def scorecard_cautions(row: dict[str, Any]) -> list[str]:
             for who, t in (row.get("tuning") or {}).items() if t for c in t.get("cautions", [])]
 
 
-def write_scorecard(out: Path, summary: dict[str, Any], sweep: SweepConfig, model: str) -> dict[str, Any]:
+def write_scorecard(out: Path, summary: dict[str, Any], sweep: SweepConfig, model: str,
+                    tuned: dict[str, dict[str, Any]] | None = None, overrides: Overrides | None = None) -> dict[str, Any]:
     """Write ``scorecard.json`` into the sweep folder ``out`` (a score that is not a number is null)."""
-    doc = jsonable(scorecard_doc(summary, sweep, model, out))
+    doc = jsonable(scorecard_doc(summary, sweep, model, out, tuned, overrides))
     atomic_write_text(Path(out) / SCORECARD_FILE, json.dumps(doc, indent=1, allow_nan=False))
     return doc
