@@ -21,7 +21,7 @@ from typing import Any
 from windtunnel.config import ConfigError, Overrides, as_overrides
 from windtunnel.files import atomic_write_text, jsonable
 from windtunnel.sweep.config import SweepConfig, load_sweep
-from windtunnel.train.config import load_profile, profile_tasks
+from windtunnel.train.config import load_profile, profile_tasks, tuned_train
 
 #: primitive -> (task, metric scored at the training length), in the scorecard's order
 PRIMITIVES: dict[str, tuple[str, str]] = {
@@ -181,10 +181,11 @@ def tuning_of(out: Path | None, profile: str, task: str, model: str, searched: b
     lr = [v for k, v in as_overrides(overrides) if k == "train.lr"]
     if lr:
         return {"source": "--set", "best": {"train.lr": lr[-1]}, "cautions": []}
-    entry = load_profile(profile, task).get("tuned", {}).get(model) if task in profile_tasks(profile) else None
-    if entry:
-        return {"source": entry.get("_source", f"profile {profile}"), "cautions": [],
-                "best": {f"train.{k}": v for k, v in entry.items() if not k.startswith("_")}}
+    prof = load_profile(profile, task) if task in profile_tasks(profile) else {}
+    committed = tuned_train(prof, model)  # what resolve_run applies
+    if committed:
+        return {"source": prof["tuned"][model].get("_source", f"profile {profile}"), "cautions": [],
+                "best": {f"train.{k}": v for k, v in committed.items()}}
     path = Path(out) / f"{tune_name(task, model)}.json" if searched and out is not None else None
     if path is None or not path.is_file():
         return None
