@@ -15,6 +15,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Bayesian win
 
 EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 SET_HELP = "override a config field: section.field=value (value read as JSON when it parses, else as text)."
+REUSE_HELP = ("a folder (another sweep or scorecard) whose finished runs of this one are copied in, not trained "
+              "again: the same run folder name is the same config; repeat it for several")
 JOBS_HELP = ("local backend: runs at once, each in its own process (N, or auto: the cores divided by the runs' "
              "train.threads); default: the sweep's jobs (1 unless it says)")
 LOG_HELP = ("log to an experiment tracker as well: tensorboard, mlflow or wandb (repeat it or separate by commas); "
@@ -290,6 +292,7 @@ def sweep(
     json_out: bool = typer.Option(False, "--json", help="with --dry-run: the resolved run configs as JSON"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
     trackers: list[str] = typer.Option([], "--log", help=LOG_HELP),
+    reuse: list[Path] = typer.Option([], "--reuse", help=REUSE_HELP),
 ) -> None:
     """Run a grid of runs (tasks x architectures x seeds x any config field) and aggregate the results.
 
@@ -328,7 +331,7 @@ def sweep(
             typer.echo(f"{len(runs)} runs; folder {folder}")
             return
         outcome = run_sweep(cfg, folder, backend=backend, address=address, overrides=pairs, grid=axes,
-                            progress=not quiet, log=typer.echo, jobs=jobs, trackers=logs)
+                            progress=not quiet, log=typer.echo, jobs=jobs, trackers=logs, reuse=reuse)
         typer.echo("")
         typer.echo((outcome.out / "summary.md").read_text())
         typer.echo(f"trained {len(outcome.trained)}, skipped {len(outcome.skipped)} finished, in {outcome.seconds:.0f} s")
@@ -343,7 +346,8 @@ def scorecard(
     profile: str = typer.Option("quick", "--profile", help="run profile: quick (paper1-quick's budget, 2 CPU cores) or paper"),
     seeds: int = typer.Option(1, "--seeds", min=1, max=100, help="seeds 0..N-1 per run"),
     primitives: str | None = typer.Option(
-        None, "--primitives", help="comma-separated subset of accumulation, transport, binding, continuous, sula"),
+        None, "--primitives", help="comma-separated subset of accumulation, transport, binding, continuous, sula, "
+        "continuous_transport, counting, revision"),
     out: Path | None = typer.Option(None, "--out", help="folder (default runs/sweep-scorecard-<model>-<hash>)"),
     backend: str = typer.Option("local", "--backend", help="local or ray (the model's module must be importable on the workers)"),
     address: str | None = typer.Option(None, "--address", help="Ray cluster to join"),
@@ -355,20 +359,22 @@ def scorecard(
                               "whose profile commits none for a tunnel; --no-tune: the profile's lr"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
     trackers: list[str] = typer.Option([], "--log", help=LOG_HELP + " (the scored runs; not the tuning's candidates)"),
+    reuse: list[Path] = typer.Option([], "--reuse", help=REUSE_HELP),
 ) -> None:
     """Which inference primitives an architecture realises, scored against exact posteriors.
 
     Trains MODEL and the transformer (MODEL capacity-matched to it) on bijection (accumulation),
-    HMM (transport), recall (binding), regression (continuous beliefs) and SULA, each at the rungs
-    of its difficulty ladder, with the budget of paper1-quick; a model whose learning rate the
-    profile does not commit is tuned first (the same protocol as every built-in). Writes
+    HMM (transport), recall (binding), regression (continuous beliefs), SULA, Kalman filtering
+    (continuous transport), Dirichlet-categorical draws (counting) and change-points (revision),
+    each at the rungs of its difficulty ladder, with the budget of paper1-quick; a model whose
+    learning rate the profile does not commit is tuned first (the same protocol as every built-in). Writes
     scorecard.json, the sweep tables and report.html. It is a sweep: run it again to continue,
     `windtunnel report DIR` to redraw the page.
     """
     from windtunnel.report.page import write_report
     from windtunnel.sweep import expand, run_sweep
     from windtunnel.sweep.config import parse_jobs
-    from windtunnel.sweep.run import backend_session, check_backend, default_out
+    from windtunnel.sweep.run import backend_session, check_backend, check_reuse, default_out
     from windtunnel.sweep.scorecard import (
         SCORECARD_FILE,
         scorecard_cautions,
@@ -391,13 +397,15 @@ def scorecard(
         cfg = scorecard_sweep(model, profile, seeds, chosen, rungs)
         expand(cfg, pairs)  # the model and the --set overrides, on every run
         folder = out or default_out(cfg, overrides)
+        check_reuse(reuse, folder)
         with backend_session(backend, address):  # a Ray cluster that cannot be started or joined, too
             tuned = None
             if tune:
                 tuned = tune_scorecard(model, folder, profile, chosen, pairs, jobs, log=typer.echo)
                 cfg = scorecard_sweep(model, profile, seeds, chosen, rungs, tuned)
             outcome = run_sweep(cfg, folder, backend=backend, address=address,
-                                overrides=pairs, progress=not quiet, log=typer.echo, jobs=jobs, trackers=logs)
+                                overrides=pairs, progress=not quiet, log=typer.echo, jobs=jobs, trackers=logs,
+                                reuse=reuse)
         summary = json.loads((outcome.out / "summary.json").read_text())
         doc = write_scorecard(outcome.out, summary, cfg, model, tuned, pairs)
         paths = write_report(outcome.out)

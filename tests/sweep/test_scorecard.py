@@ -167,6 +167,11 @@ def test_scorecard_trains_scores_and_diagnoses_a_user_mixer(tmp_path, examples_o
     doc = run_diagnostics(run, progress=False)
     assert "value_manifold" in doc["analyses_run"] and "logit_lens" in doc["analyses_run"]
     assert "attention" in doc["skipped"] and doc["skipped"]["attention"]
+    # a second scorecard in a new folder reuses the first's finished runs: nothing trains again
+    res = CliRunner().invoke(app, [*args[:5], str(tmp_path / "again"), *args[6:], "--reuse", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "reused 12 finished run(s)" in res.output and "12 finished (skipped), 0 to run" in res.output
+    assert json.loads((tmp_path / "again" / "scorecard.json").read_text())["primitives"] == card["primitives"]
 
 
 def test_docs_show_the_example_mixer_whole():

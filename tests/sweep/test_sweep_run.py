@@ -73,6 +73,31 @@ def test_another_sweep_in_the_same_folder_is_refused(finished):
     assert (out / "sweep.json").read_text() == before
 
 
+def test_reuse_copies_the_finished_runs_of_another_folder(finished, tmp_path):
+    out, outcome = finished
+    names = [r.name for r in outcome.runs]
+    kept = tmp_path / names[0]  # a run the new folder already has (unfinished) is left as it is
+    kept.mkdir(parents=True)
+    (kept / "note.txt").write_text("mine")
+    doc = tiny_sweep_doc(grid={"train.seed": [0, 1, 2]})  # seed 2: runs no folder has
+    again = run_sweep(SweepConfig.build(doc), tmp_path, reuse=[out], **quiet)
+    assert set(again.skipped) == set(names[1:]) and names[0] in again.trained
+    assert (kept / "note.txt").read_text() == "mine" and (kept / "eval.json").is_file()
+    assert len(again.trained) == 1 + 2  # the kept one and seed 2's two (the HMM experiment has seed 0 alone)
+    for name in names[1:]:
+        assert (tmp_path / name / "eval.json").read_bytes() == (out / name / "eval.json").read_bytes()
+        assert not (tmp_path / name / ".lock").exists()
+    assert not list(tmp_path.glob(".*reusing"))
+
+
+def test_reuse_of_a_missing_folder_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ConfigError, match="--reuse .*nope: not a folder"):
+        run_sweep(SweepConfig.build(tiny_sweep_doc()), tmp_path / "o", reuse=[tmp_path / "nope"], **quiet)
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ConfigError, match="the output folder itself"):
+        run_sweep(SweepConfig.build(tiny_sweep_doc()), tmp_path, reuse=[tmp_path], **quiet)
+
+
 def test_a_superset_extends_the_sweep(tmp_path):
     doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None, grid={"train.seed": [0]})
     first = run_sweep(SweepConfig.build(doc), tmp_path, **quiet)
@@ -190,6 +215,10 @@ def test_sweep_command(tmp_path, tiny_sweep_file):
     res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "o"), "--quiet", "--grid", "train.seed=0"])
     assert res.exit_code == 0, res.output
     assert "trained 4, skipped 0" in res.output and "| transformer |" in res.output
+    res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "p"), "--quiet", "--grid", "train.seed=0",
+                              "--reuse", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "reused 4 finished run(s)" in res.output and "trained 0, skipped 4" in res.output
 
 
 def test_unreachable_ray_cluster_is_a_clear_error(tmp_path):

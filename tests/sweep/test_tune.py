@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from windtunnel.cli import app
 from windtunnel.config import ConfigError
-from windtunnel.sweep.tune import TuneSpec, _rank_key, cautions, probe_at, rung_steps, tune, tune_markdown
+from windtunnel.sweep import tune as tune_module
+from windtunnel.sweep.tune import TuneSpec, _rank_key, cautions, probe_at, rung_steps, tune, tune_many, tune_markdown
 from windtunnel.train.config import RunConfig
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.trainer import train
@@ -81,6 +82,28 @@ def test_successive_halving_keeps_the_best_at_each_rung_and_trains_the_winner(tm
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")}
     again = tune(tiny(), tmp_path, spec, log=lambda m: None)
     assert again.best == res.best and {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")} == stamps
+
+
+def test_searches_run_together_share_each_stage_and_find_what_each_finds_alone(tmp_path, monkeypatch):
+    spec = TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2, 3e-2]}, "rungs": [0.3]})
+    other = tiny().replace(task="hmm", task_params={"S": 2, "O": 2, "K": 6})
+    alone = [tune(cfg, tmp_path / "alone", spec, log=lambda m: None) for cfg in (tiny(), other)]
+    pools = []
+    run_jobs = tune_module._in_this_process
+
+    def pooled(work, log, stop):
+        pools.append(len(work))
+        return run_jobs(work, log, stop)
+
+    monkeypatch.setattr(tune_module, "_in_this_process", pooled)
+    together = tune_many([(tiny(), tmp_path / "together", spec), (other, tmp_path / "together", spec)], log=lambda m: None)
+    assert pools == [3 + 3, 1 + 1]  # each stage of both searches in one pool
+    for a, b in zip(alone, together):
+        assert (a.task, a.best, a.rung_steps) == (b.task, b.best, b.rung_steps)
+        assert [c["scores"] for c in a.candidates] == [c["scores"] for c in b.candidates]
+        assert [c["status"] for c in a.candidates] == [c["status"] for c in b.candidates]
+    assert {p.name for p in (tmp_path / "together").glob("tune-*.json")} == {"tune-bijection-transformer.json",
+                                                                            "tune-hmm-transformer.json"}
 
 
 def test_the_full_search_and_the_halving_share_their_runs(tmp_path):

@@ -102,6 +102,45 @@ def is_finished(run_dir: Path, config: RunConfig) -> bool:
     return ev is not None and ev.get("steps", -1) >= config.train.steps
 
 
+def check_reuse(sources: Iterable[Path | str], out: Path | str) -> list[Path]:
+    """The ``--reuse`` folders, each checked to be a folder other than ``out``."""
+    sources = [Path(s) for s in sources]
+    for src in sources:
+        if not src.is_dir():
+            raise ConfigError(f"--reuse {src}: not a folder (give a sweep or scorecard folder holding run folders)")
+        if src.resolve() == Path(out).resolve():
+            raise ConfigError(f"--reuse {src}: the output folder itself")
+    return sources
+
+
+def reuse_runs(runs: list[SweepRun], out: Path, sources: Iterable[Path | str],
+               log: Callable[[str], None] = print) -> list[str]:
+    """Copy into ``out`` each run of ``runs`` that a folder of ``sources`` holds finished (the same
+    folder name: the same content hash, so the same config) and ``out`` does not hold at all;
+    returns the names copied. A run ``out`` already has, finished or not, is left as it is.
+    Each copy lands under a temporary name and is renamed into place, so an interrupted copy
+    leaves no half run folder behind."""
+    import shutil
+
+    sources = check_reuse(sources, out)
+    copied = []
+    for r in unique_runs(runs):
+        dest = Path(out) / r.name
+        if dest.exists():
+            continue
+        src = next((s / r.name for s in sources if is_finished(s / r.name, r.config)), None)
+        if src is None:
+            continue
+        tmp = Path(out) / f".{r.name}.reusing"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.lock", ".lock*"))
+        tmp.rename(dest)
+        copied.append(r.name)
+    if copied:
+        log(f"reused {len(copied)} finished run(s) from {', '.join(str(s) for s in sources)}")
+    return copied
+
+
 def unique_runs(runs: list[SweepRun]) -> list[SweepRun]:
     """One entry per run folder (a run shared by two experiments is trained once)."""
     first: dict[str, SweepRun] = {}
@@ -375,6 +414,7 @@ def run_sweep(
     runs: list[SweepRun] | None = None,
     jobs: int | str | None = None,
     trackers: str | Iterable[str] = (),
+    reuse: Iterable[Path | str] = (),
 ) -> SweepOutcome:
     """Expand ``sweep`` (unless ``runs`` is given), train what is not finished, write the tables.
 
@@ -383,18 +423,21 @@ def run_sweep(
     is how many runs the local backend trains at once, each in its own process. ``trackers``
     (``"tensorboard"``, ``"mlflow"``, ``"wandb"``) logs every run it trains to those experiment
     trackers, grouped by the sweep folder (:mod:`windtunnel.train.tracking`); runs finished
-    before are not logged again."""
+    before are not logged again. ``reuse`` names folders (other sweeps, scorecards) whose finished
+    runs of this sweep are copied in first instead of trained again (:func:`reuse_runs`)."""
     # every argument is checked before anything is written: the backend, the runs, jobs, trackers
     check_backend(backend)
     trackers = parse_trackers(trackers)
     runs = runs if runs is not None else expand(sweep, overrides, grid)
     out = Path(out) if out is not None else default_out(sweep, as_overrides(overrides))
+    reuse = check_reuse(reuse, out)
     distinct = unique_runs(runs)
     n_jobs = resolve_jobs(sweep.jobs if jobs is None else jobs, distinct)
     if backend == "ray":
         n_jobs = 1  # Ray schedules the runs; diagnoses run here, one at a time
     with backend_session(backend, address), folder_lock(out, "sweep"), stop_on_signals() as stop:
         _write_manifest(out, sweep, runs, log)
+        reuse_runs(runs, out, reuse, log)
         todo = [r for r in distinct if not is_finished(out / r.name, r.config)]
         outcome = SweepOutcome(out, runs, [r.name for r in todo], [r.name for r in distinct if r not in todo])
         log(f"sweep {sweep.name}: {len(distinct)} runs in {out}; {len(outcome.skipped)} finished (skipped), "

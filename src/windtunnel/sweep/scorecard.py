@@ -144,22 +144,25 @@ def tune_scorecard(model: str, out: Path, profile: str = "quick", primitives: li
                    overrides: Overrides | None = None, jobs: int | str | None = None,
                    log: Callable[[str], None] = print) -> dict[str, dict[str, dict[str, Any]]]:
     """Tune, by :func:`~windtunnel.sweep.tune.tune` at each tunnel's own rung, every model of the
-    scorecard whose profile commits no setting for it (the transformer included); returns
+    scorecard whose profile commits no setting for it (the transformer included), all searches at
+    once (:func:`~windtunnel.sweep.tune.tune_many`: each stage's candidates share the workers); returns
     ``{task: {model: best grid point}}`` for :func:`scorecard_sweep`. The candidates' runs live in
     ``out`` beside the scorecard's, so the winner's run is the scorecard's run."""
-    from windtunnel.sweep.tune import TuneSpec, tune_in_folder
+    from windtunnel.sweep.tune import TuneSpec, tune_many_in_folder
 
-    tuned: dict[str, dict[str, dict[str, Any]]] = {}
+    searches = []
     for prim in chosen_primitives(profile, primitives):
         task, metric = PRIMITIVES[prim]
         committed = load_profile(profile, task).get("tuned", {})
         todo = [m for m in scorecard_models(model) if m not in committed]
-        if not todo:
-            continue
-        configs = tune_configs(task, todo, profile, overrides)
-        n = budget_jobs(profile, jobs, configs)
-        for cfg in configs:
-            tuned.setdefault(task, {})[cfg.model] = tune_in_folder(cfg, out, TuneSpec(metric=metric), n, log).best
+        if todo:
+            searches += [(cfg, TuneSpec(metric=metric)) for cfg in tune_configs(task, todo, profile, overrides)]
+    tuned: dict[str, dict[str, dict[str, Any]]] = {}
+    if not searches:
+        return tuned
+    n = budget_jobs(profile, jobs, [cfg for cfg, _ in searches])
+    for res in tune_many_in_folder(searches, out, n, log):
+        tuned.setdefault(res.task, {})[res.model] = res.best
     return tuned
 
 

@@ -145,55 +145,105 @@ def _rank_key(metric: str, score: float | None, kl: float | None) -> tuple[float
     return primary, finite(kl)
 
 
+class _Search:
+    """One search's state between its stages (rungs, then the end), so that several searches can
+    train each stage's candidates in one pool (:func:`tune_many`)."""
+
+    def __init__(self, base: RunConfig, out: Path, spec: TuneSpec, log: Callable[[str], None]):
+        self.base, self.out, self.spec, self.log = base, out, spec, log
+        self.rows = [{"point": p, "run": c.run_name(), "config": c, "scores": {}, "status": "running"}
+                     for p, c in candidate_configs(base, spec.grid)]
+        self.steps_at = [] if spec.full else rung_steps(base, spec.rungs)
+        self.stages = [*self.steps_at, base.train.steps]
+        self.alive, self.i, self.t0 = list(range(len(self.rows))), 0, time.perf_counter()
+
+    @property
+    def done(self) -> bool:
+        return self.i == len(self.stages)
+
+    def work(self) -> list[Job]:
+        """The alive candidates' training to this stage's step (the last stage: to the end)."""
+        s, final = self.stages[self.i], self.i == len(self.stages) - 1
+        self.log(f"tune {self.base.task} {self.base.model}: {len(self.alive)} candidate(s) to step {s}"
+                 + (" (the end)" if final else ""))
+        return [Job(self.rows[j]["run"], train_to, (self.rows[j]["config"].model_dump(mode="json"),
+                                                    str(self.out / self.rows[j]["run"]), None if final else s))
+                for j in self.alive]
+
+    def advance(self, failed: dict[str, str]) -> None:
+        """Read the probes of this stage, keep the best ``ceil(n / eta)`` (one after the last rung)."""
+        rows, s, final, spec = self.rows, self.stages[self.i], self.i == len(self.stages) - 1, self.spec
+        for j in self.alive:
+            r = rows[j]
+            if r["run"] in failed:
+                r["status"], r["error"] = "failed", failed[r["run"]]
+            r["scores"][s] = probe_at(self.out / r["run"], s, spec.metric)
+            r["kl"] = probe_at(self.out / r["run"], s, "kl_bayes_model")
+        alive = [j for j in self.alive if rows[j]["status"] != "failed"]
+        if not alive:
+            raise ConfigError(f"tune {self.base.task} {self.base.model}: every candidate failed ("
+                              + "; ".join(f"{r['point']}: {r.get('error')}" for r in rows) + ")")
+        alive.sort(key=lambda j: _rank_key(spec.metric, rows[j]["scores"][s], rows[j]["kl"]))
+        keep = len(alive) if final else 1 if self.i == len(self.steps_at) - 1 else math.ceil(len(alive) / spec.eta)
+        for j in alive[keep:]:
+            rows[j]["status"] = f"stopped at step {s}"
+        self.alive, self.i = alive[:keep], self.i + 1
+
+    def result(self) -> TuneResult:
+        """The winner, its evaluation, the cautions; writes the search's table files."""
+        base, spec, rows = self.base, self.spec, self.rows
+        for j in self.alive:
+            rows[j]["status"] = "finished"
+        winner = rows[self.alive[0]]
+        winner["status"] = "winner"
+        ev = RunDir(self.out / winner["run"]).eval() or {}
+        main = ev.get("lengths", {}).get(str(ev.get("main_length")), {})
+        winner["eval"] = {k: main[k]["value"] for k in ("kl_bayes_model", "entropy_error_mean_abs", "accuracy") if k in main}
+        result = TuneResult(base.task, base.model, spec.metric, self.stages,
+                            [{k: v for k, v in r.items() if k != "config"} for r in rows],
+                            {k: v for k, v in winner.items() if k != "config"}, time.perf_counter() - self.t0)
+        result.cautions = cautions(spec, result.candidates, result.best, self.steps_at)
+        result.files = write_tune(self.out, result, spec, base)
+        self.log(f"tune {base.task} {base.model}: best {result.best} (probe {spec.metric} "
+                 f"{winner['scores'][base.train.steps]:.4g}) in {result.seconds:.0f} s")
+        for c in result.cautions:
+            self.log(f"  caution: {c}")
+        return result
+
+
+def _work_cost(job: Job) -> int:
+    """Tokens a stage's job trains on at most (its target step x batch x sequence length): the
+    pool starts the longest first, so that the last to finish are short."""
+    from windtunnel.tasks import make_task
+
+    config, _, stop_at = job.args
+    tc = config["train"]
+    return (stop_at or tc["steps"]) * tc["batch_size"] * make_task(config["task"], config["task_params"]).spec.seq_len
+
+
+def tune_many(searches: list[tuple[RunConfig, Path | str, TuneSpec | None]], jobs: int = 1,
+              log: Callable[[str], None] = print, stop: StopFlag | None = None) -> list[TuneResult]:
+    """Several searches ``(base, out, spec)`` at once: each stage's candidates of every search
+    train in one pool of ``jobs`` workers (longest first), so that no worker waits while one
+    search's last candidate finishes; each search ranks and cuts its own candidates as
+    :func:`tune` does, with the same runs and the same result."""
+    stop = stop or StopFlag()
+    state = [_Search(base, Path(out), spec or TuneSpec(), log) for base, out, spec in searches]
+    while not all(x.done for x in state):
+        active = [x for x in state if not x.done]
+        work = sorted((job for x in active for job in x.work()), key=_work_cost, reverse=True)
+        failed = in_processes(work, jobs, log, stop) if jobs > 1 else _in_this_process(work, log, stop)
+        for x in active:
+            x.advance(failed)
+    return [x.result() for x in state]
+
+
 def tune(base: RunConfig, out: Path | str, spec: TuneSpec | None = None, jobs: int = 1,
          log: Callable[[str], None] = print, stop: StopFlag | None = None) -> TuneResult:
     """Successive halving of ``spec.grid`` around ``base`` (see the module doc); the runs live
     in ``out/<run name>``, the table in ``out/tune-<task>-<model>.*``. Finished and paused
     candidates are reused, so calling it again continues the search."""
-    spec, out, stop = spec or TuneSpec(), Path(out), stop or StopFlag()
-    rows = [{"point": p, "run": c.run_name(), "config": c, "scores": {}, "status": "running"}
-            for p, c in candidate_configs(base, spec.grid)]
-    steps_at = [] if spec.full else rung_steps(base, spec.rungs)
-    t0 = time.perf_counter()
-    alive = list(range(len(rows)))
-    for i, s in enumerate([*steps_at, base.train.steps]):
-        final = i == len(steps_at)
-        log(f"tune {base.task} {base.model}: {len(alive)} candidate(s) to step {s}" + (" (the end)" if final else ""))
-        work = [Job(rows[j]["run"], train_to, (rows[j]["config"].model_dump(mode="json"), str(out / rows[j]["run"]),
-                                               None if final else s)) for j in alive]
-        failed = in_processes(work, jobs, log, stop) if jobs > 1 else _in_this_process(work, log, stop)
-        for j in alive:
-            r = rows[j]
-            if r["run"] in failed:
-                r["status"], r["error"] = "failed", failed[r["run"]]
-            r["scores"][s] = probe_at(out / r["run"], s, spec.metric)
-            r["kl"] = probe_at(out / r["run"], s, "kl_bayes_model")
-        alive = [j for j in alive if rows[j]["status"] != "failed"]
-        if not alive:
-            raise ConfigError(f"tune {base.task} {base.model}: every candidate failed ("
-                              + "; ".join(f"{r['point']}: {r.get('error')}" for r in rows) + ")")
-        alive.sort(key=lambda j: _rank_key(spec.metric, rows[j]["scores"][s], rows[j]["kl"]))
-        keep = len(alive) if final else 1 if i == len(steps_at) - 1 else math.ceil(len(alive) / spec.eta)
-        for j in alive[keep:]:
-            rows[j]["status"] = f"stopped at step {s}"
-        alive = alive[:keep]
-    for j in alive:
-        rows[j]["status"] = "finished"
-    winner = rows[alive[0]]
-    winner["status"] = "winner"
-    ev = RunDir(out / winner["run"]).eval() or {}
-    main = ev.get("lengths", {}).get(str(ev.get("main_length")), {})
-    winner["eval"] = {k: main[k]["value"] for k in ("kl_bayes_model", "entropy_error_mean_abs", "accuracy") if k in main}
-    result = TuneResult(base.task, base.model, spec.metric, [*steps_at, base.train.steps],
-                        [{k: v for k, v in r.items() if k != "config"} for r in rows],
-                        {k: v for k, v in winner.items() if k != "config"}, time.perf_counter() - t0)
-    result.cautions = cautions(spec, result.candidates, result.best, steps_at)
-    result.files = write_tune(out, result, spec, base)
-    log(f"tune {base.task} {base.model}: best {result.best} (probe {spec.metric} "
-        f"{winner['scores'][base.train.steps]:.4g}) in {result.seconds:.0f} s")
-    for c in result.cautions:
-        log(f"  caution: {c}")
-    return result
+    return tune_many([(base, out, spec)], jobs, log, stop)[0]
 
 
 def cautions(spec: TuneSpec, candidates: list[dict[str, Any]], best: dict[str, Any], steps_at: list[int]) -> list[str]:
@@ -301,6 +351,14 @@ def tune_in_folder(base: RunConfig, out: Path | str, spec: TuneSpec | None = Non
                    log: Callable[[str], None] = print) -> TuneResult:
     """:func:`tune` with ``out`` locked against a second writer (what ``windtunnel tune`` runs).
     Every candidate's config is checked before the folder is made."""
-    candidate_configs(base, (spec or TuneSpec()).grid)
+    return tune_many_in_folder([(base, spec)], out, jobs, log)[0]
+
+
+def tune_many_in_folder(searches: list[tuple[RunConfig, TuneSpec | None]], out: Path | str, jobs: int = 1,
+                        log: Callable[[str], None] = print) -> list[TuneResult]:
+    """:func:`tune_many` of the searches ``(base, spec)``, all in ``out``, locked against a second
+    writer (what the scorecard runs). Every candidate's config is checked first."""
+    for base, spec in searches:
+        candidate_configs(base, (spec or TuneSpec()).grid)
     with folder_lock(Path(out), "sweep"), stop_on_signals() as stop:
-        return tune(base, out, spec, jobs, log, stop)
+        return tune_many([(base, out, spec) for base, spec in searches], jobs, log, stop)
