@@ -140,6 +140,27 @@ def test_the_tune_command_writes_its_table_and_page_and_checks_its_arguments(tmp
         assert not fresh.exists()
 
 
+def test_a_curriculum_is_a_setting_the_search_tries(tmp_path):
+    out = tmp_path / "t"
+    args = ["tune", "regression", "transformer", "--out", str(out), "--jobs", "1", "--full", "--grid", "train.lr=1e-3",
+            "--grid", 'train.curriculum=[null, {"param": "d_active", "start": 1, "end": 3}]']
+    for o in ("train.steps=8", "train.batch_size=8", "train.checkpoints=1", "eval.n_sequences=16", "eval.batch_size=16",
+              "eval.n_boot=10", "task_params.d=3", "task_params.n_points=4", "model_params.n_layers=1",
+              "model_params.d_model=16"):
+        args += ["--set", o]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "tune-regression-transformer-full.json").read_text())
+    points = [c["point"]["train.curriculum"] for c in doc["candidates"]]
+    assert points == [None, {"param": "d_active", "start": 1, "end": 3}]  # as the grid gives them
+    runs = {c["run"] for c in doc["candidates"]}
+    assert len(runs) == 2 and all((out / r / "eval.json").is_file() for r in runs)
+    from windtunnel.report.page import tune_section
+
+    page = "\n".join(tune_section(out))
+    assert "tune_regression.png" in page and (out / "report_files" / "tune_regression.png").is_file()
+
+
 def test_a_profile_commits_tuned_settings_per_architecture(monkeypatch):
     """The ``tuned`` block of a profile completes its ``train`` section for that model alone;
     ``_``-keys are notes, and overrides still win."""

@@ -306,8 +306,12 @@ def tune_section(folder: Path) -> list[str]:
         mine = [d for d in docs if d["task"] == task]
         per_model: dict[str, dict[int, list]] = {}
         for d in mine:
-            rungs = per_model.setdefault(d["model"] + (" (every candidate to the end)" if d["spec"]["full"] else ""), {})
             for c in d["candidates"]:
+                # a line per model and value of the grid's other axes (e.g. a curriculum or not)
+                other = ", ".join(f"{k.rpartition('.')[2]}={json.dumps(v, separators=(',', ':'))}"
+                                  for k, v in c["point"].items() if k != "train.lr")
+                rungs = per_model.setdefault(d["model"] + (f" {other}" if other else "")
+                                             + (" (every candidate to the end)" if d["spec"]["full"] else ""), {})
                 for step, value in c["scores"].items():
                     if value is not None:
                         rungs.setdefault(int(step), []).append((c["point"]["train.lr"], value))

@@ -8,6 +8,11 @@ exact posterior predictive after k - 1 examples is N(mu.x, sigma^2 + x' Sigma x)
 Sigma = (I / tau^2 + X'X / sigma^2)^-1 and mu = Sigma X'y / sigma^2. The reference is its
 differential entropy in bits, and the Gaussian KL to it.
 
+``d_active`` < d zeroes the inputs' last d - d_active coordinates: the d_active-dimensional
+problem in the same d-dimensional format (the weights' other coordinates are never observed, so
+the same posterior formula is exact for it), which is what a curriculum over the dimension grows
+(``train.curriculum``; Garg et al. 2022).
+
 Not among the tasks Paper I confirms (only one secondary summary lists a regression wind tunnel);
 this is the standard conjugate design.
 """
@@ -17,7 +22,7 @@ from __future__ import annotations
 import math
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from windtunnel.infotheory import gaussian_entropy_bits
 from windtunnel.tasks.base import Batch, HypothesisSpace, Prediction, Task, TaskConfig, TaskSpec, register_task
@@ -28,8 +33,17 @@ class RegressionConfig(TaskConfig):
     n_points: int = Field(16, ge=1, le=1024, description="number of (x, y) examples per sequence (default 2d)")
     tau: float = Field(1.0, gt=0, le=100, description="prior standard deviation of each weight")
     sigma: float = Field(0.5, gt=0, le=100, description="observation noise standard deviation")
+    d_active: int | None = Field(
+        None, ge=1, le=256, description="inputs nonzero in their first d_active coordinates only, the rest 0 (None: all "
+        "d): the d_active-dimensional problem in the d-dimensional format, what a curriculum over d grows (Garg et al.)")
 
     length_field = "n_points"
+
+    @model_validator(mode="after")
+    def _check_active(self):
+        if self.d_active is not None and self.d_active > self.d:
+            raise ValueError(f"d_active = {self.d_active} exceeds d = {self.d}: choose 1 .. d (or null for all d)")
+        return self
     presets = {"small": {"d": 4, "n_points": 8}}
 
 
@@ -63,6 +77,8 @@ class RegressionTask(Task):
         dev = generator.device
         w = c.tau * torch.randn(n, c.d, generator=generator, device=dev, dtype=torch.float64)
         x = torch.randn(n, c.n_points, c.d, generator=generator, device=dev, dtype=torch.float64)
+        if c.d_active is not None:
+            x[:, :, c.d_active:] = 0.0  # the same draws; the posterior below is then the d_active-dim one
         noise = c.sigma * torch.randn(n, c.n_points, generator=generator, device=dev, dtype=torch.float64)
         y = torch.einsum("npd,nd->np", x, w) + noise
         mean, var = posterior_predictive(x, y, c.tau, c.sigma)

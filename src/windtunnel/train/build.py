@@ -5,6 +5,7 @@ evaluation here)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,6 +23,7 @@ def build(config: RunConfig) -> tuple[Task, torch.nn.Module]:
     ``model_params.max_len`` says otherwise (then a too-short table is an error).
     """
     task = make_task(config.task, config.task_params)
+    curriculum(config, task)  # a curriculum that cannot work is an error before anything trains
     model = seeded_model(config, task, sized_model_params(config, task))
     for L in config.eval.lengths:
         t = task.with_length(L)
@@ -50,3 +52,35 @@ def seeded_model(config: RunConfig, task: Task, params: dict[str, Any]) -> torch
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.train.seed)
         return make_model(config.model, task.spec, params)
+
+
+def curriculum(config: RunConfig, task: Task) -> Callable[[int], Task] | None:
+    """The task to draw training batch ``step`` from under ``train.curriculum`` (None without
+    one): ``task`` with the curriculum's parameter at its value for that step. Checked here: the
+    parameter is one of the task's, and every stage keeps the run's sequence format (the model
+    sees the same shapes; the probes and the evaluation use ``task`` itself)."""
+    cur, steps = config.train.curriculum, config.train.steps
+    if cur is None:
+        return None
+    fields = type(task.config).model_fields
+    if cur.param not in fields:
+        raise ConfigError(f"train.curriculum.param = {cur.param!r} is not a parameter of task {config.task}; "
+                          f"it has: {', '.join(fields)}")
+    end = cur.end if cur.end is not None else getattr(task.config, cur.param)
+    if not isinstance(end, int) or isinstance(end, bool):
+        raise ConfigError(f"train.curriculum.end: the run's task_params.{cur.param} is {end!r}, not an integer; "
+                          "give the value it grows to as train.curriculum.end")
+    stages: dict[int, Task] = {}
+
+    def at(step: int) -> Task:
+        v = cur.value_at(step, steps, end)
+        if v not in stages:
+            stages[v] = make_task(config.task, {**task.config.model_dump(), cur.param: v})
+        return stages[v]
+
+    for step in (0, steps):
+        if at(step).spec != task.spec:
+            raise ConfigError(f"train.curriculum: {cur.param} = {cur.value_at(step, steps, end)} changes the sequence "
+                              f"format of task {config.task} ({at(step).spec} against {task.spec}); grow a parameter "
+                              "that keeps it (regression: d_active)")
+    return at

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +22,24 @@ from pydantic import Field, model_validator
 
 from windtunnel.config import ConfigError, Overrides, StrictConfig, as_overrides, forced_overrides
 from windtunnel.registry import is_import_path
+
+
+class Curriculum(StrictConfig):
+    """Grow one task parameter over training (Garg et al.'s curriculum): ``param`` goes from
+    ``start`` at step 0 to ``end`` at ``until`` x ``train.steps`` in equal integer stages, and
+    stays there. The probes and the evaluation are at the run's own task (the full rung)."""
+
+    param: str = Field(description="a task parameter that keeps the sequence format, e.g. regression's d_active")
+    start: int = Field(description="its value at step 0")
+    end: int | None = Field(None, description="its value from `until` on (None: the run's own task_params value)")
+    until: float = Field(0.5, gt=0, le=1, description="fraction of train.steps by which it reaches `end`")
+
+    def value_at(self, step: int, steps: int, end: int) -> int:
+        """The parameter at 0-based ``step`` of ``steps``: ``start`` + the whole stages done."""
+        span = self.until * steps
+        if span <= 0 or step >= span:
+            return end
+        return self.start + math.floor((end - self.start) * step / span)
 
 
 class TrainConfig(StrictConfig):
@@ -43,6 +62,7 @@ class TrainConfig(StrictConfig):
     eval_probe_size: int = Field(256, ge=1, description="sequences in the periodic held-out check")
     checkpoints: int = Field(12, ge=0, le=1000, description="log-spaced weight checkpoints (plus step 0 and the end)")
     resume_every_s: float = Field(60.0, gt=0, description="seconds between resumable checkpoints")
+    curriculum: Curriculum | None = Field(None, description="grow a task parameter over training (see Curriculum)")
 
     @model_validator(mode="after")
     def _check(self):
@@ -68,7 +88,10 @@ class RunConfig(StrictConfig):
     profile: str | None = Field(None, description="the profile this run started from (recorded, not used)")
 
     def content_hash(self) -> str:
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        doc = self.model_dump(mode="json")
+        if doc["train"]["curriculum"] is None:  # added later: unset, it leaves the earlier runs' folder names as they were
+            del doc["train"]["curriculum"]
+        blob = json.dumps(doc, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
     def run_name(self) -> str:

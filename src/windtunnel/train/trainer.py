@@ -27,7 +27,7 @@ from windtunnel.files import append_text, atomic_write_text
 from windtunnel.interrupt import StopFlag, stop_on_signals
 from windtunnel.lock import folder_lock
 from windtunnel.tasks import Task, make_generator
-from windtunnel.train.build import build
+from windtunnel.train.build import build, curriculum
 from windtunnel.train.checkpoint import latest_resumable, load_resume, log_spaced_steps, save_checkpoint
 from windtunnel.train.config import RunConfig, TrainConfig
 from windtunnel.train.progress import progress_bar
@@ -232,6 +232,7 @@ def _train_loop(config: RunConfig, run: RunDir, task: Task, model: torch.nn.Modu
     data_gen = make_generator(tc.seed, "train", device)
     probe = sample_eval(task, tc.eval_probe_size, tc.seed, split="probe")
     eval_every = tc.eval_every or max(1, tc.steps // 10)
+    stage = curriculum(config, task)  # train.curriculum: the task each step's batch is drawn from
     weight_steps = set(log_spaced_steps(tc.steps, tc.checkpoints))
 
     step, seconds = 0, 0.0
@@ -277,7 +278,7 @@ def _train_loop(config: RunConfig, run: RunDir, task: Task, model: torch.nn.Modu
             stop.check(f"{run_dir} stopped at step {step} of {tc.steps}; a resumable checkpoint is saved")
         t0 = time.perf_counter()
         try:
-            loss, gnorm = train_step(model, opt, task, data_gen, loss_kind, step, tc, device, amp)
+            loss, gnorm = train_step(model, opt, stage(step) if stage else task, data_gen, loss_kind, step, tc, device, amp)
         except TrainingError as exc:
             raise TrainingError(f"{exc}; the last checkpoint in {run_dir} is kept. "
                                 "Try a lower train.lr or train.precision=fp32.") from None
