@@ -13,8 +13,10 @@ held-out probe and one full evaluation (``evaluate_run``, as at the end of a run
 priced at steps x step + probes x probe + evaluation; a search at its candidates' steps and probes.
 
 The wall time is then scheduled as the scorecard runs it on ``jobs`` workers: the searches first,
-all at once, stage by stage (every search's candidates of a stage in one pool, longest first:
-``tune_many``), then the sweep's remaining runs, longest first.
+all at once, stage by stage (every search's candidates of a stage in one pool: ``tune_many``),
+then the sweep's remaining runs, each pool starting its jobs in the order the scorecard does (by
+tokens trained, largest first, each on the first free worker), every job with the measured
+start-up of its fresh process.
 ``--validate TASK`` also trains the transformer's run of TASK for real (the whole run, timed)
 to check the estimate against a measured run: pick a short one (``dirichlet``). Times are printed,
 never asserted on; time it on idle cores.
@@ -29,6 +31,7 @@ import argparse
 import heapq
 import math
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,10 +41,10 @@ import torch
 
 from windtunnel.evaluate.evaluator import probe_metrics, sample_eval
 from windtunnel.sweep.expand import expand
-from windtunnel.sweep.run import cpu_cores, unique_runs
+from windtunnel.sweep.run import cpu_cores, run_cost, unique_runs
 from windtunnel.sweep.scorecard import PRIMITIVES, budget_jobs, scorecard_sweep
 from windtunnel.sweep.tune import TuneSpec, rung_steps
-from windtunnel.tasks import make_generator
+from windtunnel.tasks import make_generator, make_task
 from windtunnel.train.build import build
 from windtunnel.train.config import load_profile
 from windtunnel.train.trainer import check_loss, evaluate_run, make_optimizer, train, train_step
@@ -70,26 +73,35 @@ def run_seconds(cfg, p: dict[str, float]) -> float:
     return tc.steps * p["step"] + tc.steps // (tc.eval_every or max(1, tc.steps // 10)) * p["probe"] + p["eval"]
 
 
-def search_stages(cfg, p: dict[str, float]) -> list[list[float]]:
-    """Seconds of each candidate's leg at each stage of the default search on ``cfg``'s run (the
-    winner's evaluation in its last leg)."""
+def search_stages(cfg, p: dict[str, float], overhead: float) -> list[list[tuple[float, int]]]:
+    """Per stage of the default search on ``cfg``'s run, each candidate's leg as (seconds, the
+    pool's sort key): its steps, probes and start-up (the winner's evaluation in its last leg);
+    the key is :func:`~windtunnel.sweep.tune._work_cost`'s, the target step's tokens."""
     spec, tc = TuneSpec(), cfg.train
     every = tc.eval_every or max(1, tc.steps // 10)
     ends = [*rung_steps(cfg, spec.rungs), tc.steps]
+    tokens = tc.batch_size * make_task(cfg.task, cfg.task_params).spec.seq_len
     n, prev, stages = len(spec.grid["train.lr"]), 0, []
     for i, end in enumerate(ends):
-        leg = (end - prev) * p["step"] + (end // every - prev // every) * p["probe"] + (p["eval"] if i == len(ends) - 1 else 0)
-        stages.append([leg] * n)
+        leg = (end - prev) * p["step"] + (end // every - prev // every) * p["probe"] + overhead
+        leg += p["eval"] if i == len(ends) - 1 else 0
+        stages.append([(leg, end * tokens)] * n)
         n, prev = (1 if i >= len(ends) - 2 else math.ceil(n / spec.eta)), end
     return stages
 
 
-def schedule(costs: list[float], jobs: int) -> float:
-    """Makespan of ``costs`` on ``jobs`` workers, longest first (the local backend's order)."""
-    free = [0.0] * jobs
-    for c in sorted(costs, reverse=True):
-        heapq.heappush(free, heapq.heappop(free) + c)
-    return max(free)
+def schedule(jobs_: list[tuple[float, int]], workers: int) -> float:
+    """Wall time of ``(seconds, key)`` jobs started in the order of their keys, largest first (as
+    the scorecard's pools order them: tokens, not measured seconds), each on the first free worker."""
+    free = [0.0] * workers
+    for secs, _ in sorted(jobs_, key=lambda j: j[1], reverse=True):
+        heapq.heappush(free, heapq.heappop(free) + secs)
+    return max(free, default=0.0)
+
+
+def startup_seconds() -> float:
+    """What each job's fresh process costs before it trains: Python, torch and windtunnel's trainer."""
+    return timed(lambda: subprocess.run([sys.executable, "-c", "import windtunnel.train.trainer"], check=True))
 
 
 def main() -> None:
@@ -106,36 +118,39 @@ def main() -> None:
     runs = unique_runs(expand(scorecard_sweep(args.model, args.profile)))
     jobs = budget_jobs(args.profile, args.jobs, [r.config for r in runs])
     tasks = [t for t, _ in PRIMITIVES.values()]
-    print(f"scorecard of {args.model} ({args.profile}): {len(runs)} runs on {jobs} worker(s), {cpu_cores()} core(s)")
+    overhead = statistics.median(startup_seconds() for _ in range(3))
+    print(f"scorecard of {args.model} ({args.profile}): {len(runs)} runs on {jobs} worker(s), {cpu_cores()} core(s); "
+          f"{overhead:.1f} s to start each job's process")
     print(f"{'run':44s} {'steps':>6s} {'ms/step':>8s} {'probe s':>8s} {'eval s':>7s} {'run s':>7s} {'search s':>9s}")
     rest, stages, total_core, priced = [], [], 0.0, {}
     for r in sorted(runs, key=lambda r: (tasks.index(r.config.task), r.experiment, r.config.model)):
         cfg = r.config
         p = priced[r.name] = price(cfg, args.steps, args.warmup)
-        secs = run_seconds(cfg, p)
+        secs = run_seconds(cfg, p) + overhead
         searched = r.experiment == cfg.task and cfg.model not in load_profile(args.profile, cfg.task).get("tuned", {})
-        legs = search_stages(cfg, p) if searched else []
-        core = sum(map(sum, legs)) if searched else secs
+        legs = search_stages(cfg, p, overhead) if searched else []
+        core = sum(sec for stage in legs for sec, _ in stage) if searched else secs
         total_core += core
         if searched:
             stages += [[] for _ in range(len(legs) - len(stages))]
             for k, leg in enumerate(legs):
                 stages[k] += leg
         else:
-            rest.append(secs)
+            rest.append((secs, run_cost(r)))
         print(f"{r.name:44s} {cfg.train.steps:6d} {1e3 * p['step']:8.1f} {p['probe']:8.2f} {p['eval']:7.1f} "
               f"{secs:7.0f} {(f'{core:9.0f}' if searched else '        -')}")
     sweep_wall, tune_wall = schedule(rest, jobs), sum(schedule(legs, jobs) for legs in stages)
-    print(f"\nsearches: {sum(map(sum, stages)) / 60:.1f} core-min, {tune_wall / 60:.1f} min of wall time "
-          f"(every search's candidates of a stage in one pool of {jobs}, longest first)")
-    print(f"the other {len(rest)} runs: {sum(rest) / 60:.1f} core-min, {sweep_wall / 60:.1f} min on {jobs} worker(s)")
+    print(f"\nsearches: {sum(sec for st in stages for sec, _ in st) / 60:.1f} core-min, {tune_wall / 60:.1f} min of "
+          f"wall time (every search's candidates of a stage in one pool of {jobs}, largest first)")
+    print(f"the other {len(rest)} runs: {sum(sec for sec, _ in rest) / 60:.1f} core-min, {sweep_wall / 60:.1f} min "
+          f"on {jobs} worker(s)")
     print(f"whole scorecard: {total_core / 60:.1f} core-min; estimated wall time {(tune_wall + sweep_wall) / 60:.1f} min")
 
     if args.validate:
         run = next(r for r in runs if r.experiment == args.validate and r.config.model == "transformer")
         with tempfile.TemporaryDirectory() as tmp:
             real = timed(lambda: train(run.config, Path(tmp) / "run", progress=False))
-        est = run_seconds(run.config, priced[run.name])
+        est = run_seconds(run.config, priced[run.name]) + overhead
         print(f"\nvalidation, {run.name} trained for real: {real:.0f} s against {est:.0f} s estimated "
               f"(ratio {real / est:.2f})")
 

@@ -15,8 +15,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Bayesian win
 
 EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 SET_HELP = "override a config field: section.field=value (value read as JSON when it parses, else as text)."
-REUSE_HELP = ("a folder (another sweep or scorecard) whose finished runs of this one are copied in, not trained "
-              "again: the same run folder name is the same config; repeat it for several")
+REUSE_HELP = ("a folder (another sweep or scorecard) whose runs of this one, finished or paused, are copied in "
+              "rather than trained again (the same folder name and config); repeat it for several")
 JOBS_HELP = ("local backend: runs at once, each in its own process (N, or auto: the cores divided by the runs' "
              "train.threads); default: the sweep's jobs (1 unless it says)")
 LOG_HELP = ("log to an experiment tracker as well: tensorboard, mlflow or wandb (repeat it or separate by commas); "
@@ -401,7 +401,7 @@ def scorecard(
         with backend_session(backend, address):  # a Ray cluster that cannot be started or joined, too
             tuned = None
             if tune:
-                tuned = tune_scorecard(model, folder, profile, chosen, pairs, jobs, log=typer.echo)
+                tuned = tune_scorecard(model, folder, profile, chosen, pairs, jobs, log=typer.echo, reuse=reuse)
                 cfg = scorecard_sweep(model, profile, seeds, chosen, rungs, tuned)
             outcome = run_sweep(cfg, folder, backend=backend, address=address,
                                 overrides=pairs, progress=not quiet, log=typer.echo, jobs=jobs, trackers=logs,

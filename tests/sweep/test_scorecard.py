@@ -138,6 +138,15 @@ def test_scorecard_tunes_each_model_the_profile_commits_nothing_for(tmp_path, ex
     assert "## Tuning" in (out / "report.md").read_text()
     card = json.loads((out / "scorecard.json").read_text())["primitives"]["accumulation"]["tuning"][USER]
     assert card["source"] == "tune-bijection-my_mixer.EMAMixer.json" and card["best"]["train.lr"] == best
+    # a second scorecard reuses the first's search candidates (paused or finished) and runs: nothing trains
+    again = tmp_path / "again"
+    res = CliRunner().invoke(app, [*args[:5], str(again), *args[6:], "--reuse", str(out)])
+    assert res.exit_code == 0, res.output
+    candidates = [c["run"] for c in json.loads((out / "tune-bijection-my_mixer.EMAMixer.json").read_text())["candidates"]]
+    assert f"reused {len(candidates) + (0 if committed else 5)} run(s)" in res.output
+    for run in candidates:
+        assert (again / run / "metrics.jsonl").read_bytes() == (out / run / "metrics.jsonl").read_bytes()
+    assert json.loads((again / "tune-bijection-my_mixer.EMAMixer.json").read_text())["best"]["train.lr"] == best
     # a fixed learning rate and tuning exclude each other: refused before anything is written
     res = CliRunner().invoke(app, ["scorecard", USER, "--out", str(tmp_path / "no"), "--set", "train.lr=1e-3"])
     assert res.exit_code == 2 and "--no-tune" in res.output and not (tmp_path / "no").exists()
@@ -170,7 +179,7 @@ def test_scorecard_trains_scores_and_diagnoses_a_user_mixer(tmp_path, examples_o
     # a second scorecard in a new folder reuses the first's finished runs: nothing trains again
     res = CliRunner().invoke(app, [*args[:5], str(tmp_path / "again"), *args[6:], "--reuse", str(out)])
     assert res.exit_code == 0, res.output
-    assert "reused 12 finished run(s)" in res.output and "12 finished (skipped), 0 to run" in res.output
+    assert "reused 12 run(s)" in res.output and "12 finished (skipped), 0 to run" in res.output
     assert json.loads((tmp_path / "again" / "scorecard.json").read_text())["primitives"] == card["primitives"]
 
 

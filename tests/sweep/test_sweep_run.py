@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 
@@ -15,7 +16,8 @@ from windtunnel.sweep import SweepConfig, SweepError, read_manifest, run_sweep
 from windtunnel.sweep import run as sweep_run
 from windtunnel.sweep.aggregate import read_csv
 from windtunnel.train.checkpoint import list_checkpoints
-from windtunnel.train.trainer import TrainingError
+from windtunnel.train.rundir import RunDir
+from windtunnel.train.trainer import TrainingError, train
 
 runner = CliRunner()
 quiet = dict(progress=False, log=lambda _: None)
@@ -88,6 +90,27 @@ def test_reuse_copies_the_finished_runs_of_another_folder(finished, tmp_path):
         assert (tmp_path / name / "eval.json").read_bytes() == (out / name / "eval.json").read_bytes()
         assert not (tmp_path / name / ".lock").exists()
     assert not list(tmp_path.glob(".*reusing"))
+
+
+def test_reuse_takes_paused_runs_and_leaves_locked_or_different_ones(finished, tmp_path):
+    out, outcome = finished
+    src = tmp_path / "src"
+    src.mkdir()
+    first, second, third = [r.config for r in outcome.runs[:3]]
+    train(first, src / first.run_name(), progress=False, stop_at=5)  # paused: resumes in the new folder
+    train(second, src / second.run_name(), progress=False)
+    (src / second.run_name() / ".lock").write_text("{}")  # someone writes it: not copied
+    shutil.copytree(out / third.run_name(), src / third.run_name())
+    doc = json.loads((src / third.run_name() / "config.json").read_text())
+    doc["train"]["lr"] = 0.5  # a hand-edited folder: not the same config under the same name
+    (src / third.run_name() / "config.json").write_text(json.dumps(doc))
+    (src / first.run_name() / "diagnostics.json").write_text("{}")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    assert sweep_run.reuse_runs([first, second, third], dest, [src], log=lambda _: None) == [first.run_name()]
+    assert not (dest / first.run_name() / "diagnostics.json").exists()
+    assert max(r["step"] for r in RunDir(dest / first.run_name()).metrics()) == 5
+    assert train(first, dest / first.run_name(), progress=False).steps == first.train.steps
 
 
 def test_reuse_of_a_missing_folder_is_refused_before_anything_is_written(tmp_path):
@@ -218,7 +241,7 @@ def test_sweep_command(tmp_path, tiny_sweep_file):
     res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "p"), "--quiet", "--grid", "train.seed=0",
                               "--reuse", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
-    assert "reused 4 finished run(s)" in res.output and "trained 0, skipped 4" in res.output
+    assert "reused 4 run(s)" in res.output and "trained 0, skipped 4" in res.output
 
 
 def test_unreachable_ray_cluster_is_a_clear_error(tmp_path):

@@ -14,7 +14,7 @@ from windtunnel.sweep import tune as tune_module
 from windtunnel.sweep.tune import TuneSpec, _rank_key, cautions, probe_at, rung_steps, tune, tune_many, tune_markdown
 from windtunnel.train.config import RunConfig
 from windtunnel.train.rundir import RunDir
-from windtunnel.train.trainer import train
+from windtunnel.train.trainer import TrainingError, train
 
 
 def tiny(**train_fields) -> RunConfig:
@@ -104,6 +104,38 @@ def test_searches_run_together_share_each_stage_and_find_what_each_finds_alone(t
         assert [c["status"] for c in a.candidates] == [c["status"] for c in b.candidates]
     assert {p.name for p in (tmp_path / "together").glob("tune-*.json")} == {"tune-bijection-transformer.json",
                                                                             "tune-hmm-transformer.json"}
+
+
+def test_searches_together_refuse_a_shared_candidate_and_keep_the_others_results(tmp_path, monkeypatch):
+    spec = TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2]}, "rungs": [0.3]})
+    full = TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2]}, "full": True})
+    with pytest.raises(ConfigError, match="belongs to two searches"):
+        tune_many([(tiny(), tmp_path, spec), (tiny(), tmp_path, full)], log=lambda m: None)
+    other = tiny().replace(task="hmm", task_params={"S": 2, "O": 2, "K": 6})
+    real = tune_module.train_to
+
+    def diverging(config, run_dir, stop_at):
+        if config["task"] == "hmm":
+            raise TrainingError("non-finite loss (nan) at step 1")
+        return real(config, run_dir, stop_at)
+
+    monkeypatch.setattr(tune_module, "train_to", diverging)
+    with pytest.raises(ConfigError, match="tune hmm transformer: every candidate failed"):
+        tune_many([(tiny(), tmp_path / "t", spec), (other, tmp_path / "t", spec)], log=lambda m: None)
+    doc = json.loads((tmp_path / "t" / "tune-bijection-transformer.json").read_text())
+    assert doc["together"] == 2 and "searches run together" in (tmp_path / "t" / "tune-bijection-transformer.md").read_text()
+
+
+def test_a_curriculum_compared_before_it_reaches_the_full_task_is_cautioned(tmp_path):
+    spec = TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2]}, "rungs": [0.3]})
+    doc = tiny().model_dump(mode="json")
+    doc.update(task="regression", task_params={"d": 3, "n_points": 4})
+    doc["train"]["curriculum"] = {"param": "d_active", "start": 2, "end": 3}  # the full task from step 10 of 20
+    base = RunConfig.build(doc, where="test")
+    res = tune(base, tmp_path, spec, log=lambda m: None)
+    assert any("compared at step 6, before its curriculum reaches the full task (step 10)" in c and "--full" in c
+               for c in res.cautions)
+    assert not tune_module.curriculum_cautions([base], [])  # --full: compared at the end only
 
 
 def test_the_full_search_and_the_halving_share_their_runs(tmp_path):

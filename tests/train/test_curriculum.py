@@ -21,10 +21,12 @@ def regression(**train_fields) -> RunConfig:
     })
 
 
-def test_the_parameter_grows_in_equal_integer_stages_then_stays():
-    cur = Curriculum(param="d_active", start=2, end=8, until=0.5)
-    assert [cur.value_at(s, 1500, 8) for s in (0, 124, 125, 250, 624, 625, 749, 750, 1499)] == [2, 2, 3, 4, 6, 7, 7, 8, 8]
-    assert [Curriculum(param="d", start=1, until=1.0).value_at(s, 4, 3) for s in range(4)] == [1, 1, 2, 2]
+def test_the_parameter_takes_every_value_in_equal_stages_then_stays():
+    cur = Curriculum(param="d_active", start=2, end=8, until=0.5)  # 7 stages of 750 / 7 steps
+    assert [cur.value_at(s, 1500, 8) for s in (0, 107, 108, 214, 215, 642, 643, 749, 750, 1499)] == \
+        [2, 2, 3, 3, 4, 7, 8, 8, 8, 8]
+    whole = Curriculum(param="d", start=1, until=1.0)  # the last stage is trained too
+    assert [whole.value_at(s, 12, 4) for s in range(12)] == [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4]
 
 
 def test_batches_come_from_the_stage_and_the_run_is_evaluated_at_the_full_task(tmp_path):
@@ -33,7 +35,7 @@ def test_batches_come_from_the_stage_and_the_run_is_evaluated_at_the_full_task(t
     stage = curriculum(cfg, task)
     first, last = stage(0).sample(8, make_generator(0)), stage(11).sample(8, make_generator(0))
     assert (first.latent["x"][:, :, 1:] == 0).all() and (first.latent["x"][:, :, 0] != 0).all()
-    assert (last.latent["x"] != 0).all() and stage(11) is stage(6)  # from step 6 (half of 12) on, the full d
+    assert (last.latent["x"] != 0).all() and stage(11) is stage(6)  # by step 6 (half of 12), the full d
     assert stage(11).config.d_active == 4 and task.config.d_active is None
     res = train(cfg, tmp_path / "run", progress=False)
     assert res.steps == 12 and json.loads((tmp_path / "run" / "config.json").read_text())["train"]["curriculum"]["start"] == 1
@@ -58,7 +60,10 @@ def test_an_unset_curriculum_leaves_the_run_names_as_they_were():
     ({"param": "dd", "start": 1}, "'dd' is not a parameter of task regression"),
     ({"param": "d_active", "start": 1}, "give the value it grows to as train.curriculum.end"),
     ({"param": "n_points", "start": 2}, "changes the sequence format"),
-    ({"param": "d_active", "start": 0, "end": 4}, "d_active"),
+    ({"param": "d_active", "start": 0, "end": 4}, "train.curriculum: d_active = 0 \\(from start = 0\\) is not a valid"),
+    ({"param": "d_active", "start": 3, "end": 2}, "start = 3 exceeds its end 2"),
+    ({"param": "d_active", "start": 1, "end": 4, "until": 0.25}, "4 stages .* do not fit in until x train.steps = 3"),
+    ({"param": "d", "start": 2, "end": 3}, "end = 3, but the run's task_params.d is 4"),
 ])
 def test_a_curriculum_that_cannot_work_is_refused_before_training(tmp_path, cur, message):
     with pytest.raises(ConfigError, match=message):

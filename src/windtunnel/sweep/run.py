@@ -113,31 +113,48 @@ def check_reuse(sources: Iterable[Path | str], out: Path | str) -> list[Path]:
     return sources
 
 
-def reuse_runs(runs: list[SweepRun], out: Path, sources: Iterable[Path | str],
-               log: Callable[[str], None] = print) -> list[str]:
-    """Copy into ``out`` each run of ``runs`` that a folder of ``sources`` holds finished (the same
-    folder name: the same content hash, so the same config) and ``out`` does not hold at all;
-    returns the names copied. A run ``out`` already has, finished or not, is left as it is.
-    Each copy lands under a temporary name and is renamed into place, so an interrupted copy
-    leaves no half run folder behind."""
+def reuse_runs(configs: Iterable[RunConfig], out: Path, sources: Iterable[Path | str],
+               log: Callable[[str], None] = print, stop: StopFlag | None = None) -> list[str]:
+    """Copy into ``out`` each run of ``configs`` that ``out`` does not hold at all and a folder of
+    ``sources`` holds, finished or paused at a resumable checkpoint (its folder under the same
+    name, its ``config.json`` the same config, no writer's lock in it); returns the names copied.
+    A run ``out`` already has is left as it is; the source's diagnoses are not copied (this
+    sweep's diagnose settings may differ); each copy lands under a temporary name and is renamed
+    into place, so an interrupted copy leaves no half run folder behind."""
     import shutil
 
+    from windtunnel.lock import LOCK_NAME
+
     sources = check_reuse(sources, out)
+
+    def same(src: Path, config: RunConfig) -> bool:
+        try:
+            found = RunConfig.build(json.loads((src / "config.json").read_text()), where=f"run {src}")
+        except (OSError, ValueError, ConfigError):
+            return False
+        return found == config and not (src / LOCK_NAME).exists()
+
     copied = []
-    for r in unique_runs(runs):
-        dest = Path(out) / r.name
+    for config in configs:
+        name = config.run_name()
+        dest = Path(out) / name
         if dest.exists():
             continue
-        src = next((s / r.name for s in sources if is_finished(s / r.name, r.config)), None)
+        src = next((s / name for s in sources if same(s / name, config)), None)
         if src is None:
             continue
-        tmp = Path(out) / f".{r.name}.reusing"
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.lock", ".lock*"))
-        tmp.rename(dest)
-        copied.append(r.name)
+        if stop is not None:
+            stop.check()
+        tmp = Path(out) / f".{name}.reusing"
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(f"{LOCK_NAME}*", "diagnostics*"))
+            tmp.rename(dest)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        copied.append(name)
     if copied:
-        log(f"reused {len(copied)} finished run(s) from {', '.join(str(s) for s in sources)}")
+        log(f"reused {len(copied)} run(s) (finished or paused) from {', '.join(str(s) for s in sources)}")
     return copied
 
 
@@ -423,8 +440,8 @@ def run_sweep(
     is how many runs the local backend trains at once, each in its own process. ``trackers``
     (``"tensorboard"``, ``"mlflow"``, ``"wandb"``) logs every run it trains to those experiment
     trackers, grouped by the sweep folder (:mod:`windtunnel.train.tracking`); runs finished
-    before are not logged again. ``reuse`` names folders (other sweeps, scorecards) whose finished
-    runs of this sweep are copied in first instead of trained again (:func:`reuse_runs`)."""
+    before are not logged again. ``reuse`` names folders (other sweeps, scorecards) whose runs of
+    this sweep, finished or paused, are copied in first instead of trained again (:func:`reuse_runs`)."""
     # every argument is checked before anything is written: the backend, the runs, jobs, trackers
     check_backend(backend)
     trackers = parse_trackers(trackers)
@@ -437,7 +454,7 @@ def run_sweep(
         n_jobs = 1  # Ray schedules the runs; diagnoses run here, one at a time
     with backend_session(backend, address), folder_lock(out, "sweep"), stop_on_signals() as stop:
         _write_manifest(out, sweep, runs, log)
-        reuse_runs(runs, out, reuse, log)
+        reuse_runs([r.config for r in distinct], out, reuse, log, stop)
         todo = [r for r in distinct if not is_finished(out / r.name, r.config)]
         outcome = SweepOutcome(out, runs, [r.name for r in todo], [r.name for r in distinct if r not in todo])
         log(f"sweep {sweep.name}: {len(distinct)} runs in {out}; {len(outcome.skipped)} finished (skipped), "

@@ -142,12 +142,13 @@ def tune_configs(task: str, models: list[str], profile: str = "quick", overrides
 
 def tune_scorecard(model: str, out: Path, profile: str = "quick", primitives: list[str] | None = None,
                    overrides: Overrides | None = None, jobs: int | str | None = None,
-                   log: Callable[[str], None] = print) -> dict[str, dict[str, dict[str, Any]]]:
+                   log: Callable[[str], None] = print, reuse: list[Path] | tuple = ()) -> dict[str, dict[str, dict[str, Any]]]:
     """Tune, by :func:`~windtunnel.sweep.tune.tune` at each tunnel's own rung, every model of the
     scorecard whose profile commits no setting for it (the transformer included), all searches at
     once (:func:`~windtunnel.sweep.tune.tune_many`: each stage's candidates share the workers); returns
     ``{task: {model: best grid point}}`` for :func:`scorecard_sweep`. The candidates' runs live in
-    ``out`` beside the scorecard's, so the winner's run is the scorecard's run."""
+    ``out`` beside the scorecard's, so the winner's run is the scorecard's run; ``reuse`` folders'
+    candidates (an earlier scorecard's) are copied in first."""
     from windtunnel.sweep.tune import TuneSpec, tune_many_in_folder
 
     searches = []
@@ -161,7 +162,7 @@ def tune_scorecard(model: str, out: Path, profile: str = "quick", primitives: li
     if not searches:
         return tuned
     n = budget_jobs(profile, jobs, [cfg for cfg, _ in searches])
-    for res in tune_many_in_folder(searches, out, n, log):
+    for res in tune_many_in_folder(searches, out, n, log, reuse):
         tuned.setdefault(res.task, {})[res.model] = res.best
     return tuned
 

@@ -86,6 +86,7 @@ class TuneResult:
     seconds: float = 0.0
     cautions: list[str] = field(default_factory=list)
     files: dict[str, Path] = field(default_factory=dict)
+    together: int = 1  # searches run together (tune_many): ``seconds`` is then the wall time of them all
 
     @property
     def best(self) -> dict[str, Any]:
@@ -156,6 +157,7 @@ class _Search:
         self.steps_at = [] if spec.full else rung_steps(base, spec.rungs)
         self.stages = [*self.steps_at, base.train.steps]
         self.alive, self.i, self.t0 = list(range(len(self.rows))), 0, time.perf_counter()
+        self.error: str | None = None
 
     @property
     def done(self) -> bool:
@@ -181,15 +183,17 @@ class _Search:
             r["kl"] = probe_at(self.out / r["run"], s, "kl_bayes_model")
         alive = [j for j in self.alive if rows[j]["status"] != "failed"]
         if not alive:
-            raise ConfigError(f"tune {self.base.task} {self.base.model}: every candidate failed ("
-                              + "; ".join(f"{r['point']}: {r.get('error')}" for r in rows) + ")")
+            self.error = (f"tune {self.base.task} {self.base.model}: every candidate failed ("
+                          + "; ".join(f"{r['point']}: {r.get('error')}" for r in rows) + ")")
+            self.i = len(self.stages)
+            return
         alive.sort(key=lambda j: _rank_key(spec.metric, rows[j]["scores"][s], rows[j]["kl"]))
         keep = len(alive) if final else 1 if self.i == len(self.steps_at) - 1 else math.ceil(len(alive) / spec.eta)
         for j in alive[keep:]:
             rows[j]["status"] = f"stopped at step {s}"
         self.alive, self.i = alive[:keep], self.i + 1
 
-    def result(self) -> TuneResult:
+    def result(self, together: int = 1) -> TuneResult:
         """The winner, its evaluation, the cautions; writes the search's table files."""
         base, spec, rows = self.base, self.spec, self.rows
         for j in self.alive:
@@ -201,11 +205,14 @@ class _Search:
         winner["eval"] = {k: main[k]["value"] for k in ("kl_bayes_model", "entropy_error_mean_abs", "accuracy") if k in main}
         result = TuneResult(base.task, base.model, spec.metric, self.stages,
                             [{k: v for k, v in r.items() if k != "config"} for r in rows],
-                            {k: v for k, v in winner.items() if k != "config"}, time.perf_counter() - self.t0)
-        result.cautions = cautions(spec, result.candidates, result.best, self.steps_at)
+                            {k: v for k, v in winner.items() if k != "config"}, time.perf_counter() - self.t0,
+                            together=together)
+        result.cautions = [*cautions(spec, result.candidates, result.best, self.steps_at),
+                           *curriculum_cautions([r["config"] for r in rows], self.steps_at)]
         result.files = write_tune(self.out, result, spec, base)
         self.log(f"tune {base.task} {base.model}: best {result.best} (probe {spec.metric} "
-                 f"{winner['scores'][base.train.steps]:.4g}) in {result.seconds:.0f} s")
+                 f"{winner['scores'][base.train.steps]:.4g}) in {result.seconds:.0f} s"
+                 + (f" (with {together - 1} other search(es) run together)" if together > 1 else ""))
         for c in result.cautions:
             self.log(f"  caution: {c}")
         return result
@@ -229,13 +236,25 @@ def tune_many(searches: list[tuple[RunConfig, Path | str, TuneSpec | None]], job
     :func:`tune` does, with the same runs and the same result."""
     stop = stop or StopFlag()
     state = [_Search(base, Path(out), spec or TuneSpec(), log) for base, out, spec in searches]
+    seen: dict[Path, str] = {}
+    for x in state:  # one run folder in two searches would be trained by two processes at once
+        for r in x.rows:
+            where = (x.out / r["run"]).resolve()
+            if where in seen:
+                raise ConfigError(f"tune: the candidate {r['run']} belongs to two searches run together "
+                                  f"({seen[where]} and {x.base.task} {x.base.model}); run them one after the other")
+            seen[where] = f"{x.base.task} {x.base.model}"
     while not all(x.done for x in state):
         active = [x for x in state if not x.done]
         work = sorted((job for x in active for job in x.work()), key=_work_cost, reverse=True)
         failed = in_processes(work, jobs, log, stop) if jobs > 1 else _in_this_process(work, log, stop)
         for x in active:
             x.advance(failed)
-    return [x.result() for x in state]
+    results = [x.result(len(state)) for x in state if x.error is None]
+    errors = [x.error for x in state if x.error is not None]
+    if errors:  # the other searches' tables are written
+        raise ConfigError("; ".join(errors))
+    return results
 
 
 def tune(base: RunConfig, out: Path | str, spec: TuneSpec | None = None, jobs: int = 1,
@@ -278,6 +297,20 @@ def cautions(spec: TuneSpec, candidates: list[dict[str, Any]], best: dict[str, A
     return out
 
 
+def curriculum_cautions(configs: list[RunConfig], steps_at: list[int]) -> list[str]:
+    """A candidate with a curriculum compared at a rung before its curriculum reaches the full
+    task is scored on a task it has not trained on yet (the probes are at the full task)."""
+    out = []
+    for c in configs:
+        cur = c.train.curriculum
+        if cur is not None and steps_at and steps_at[0] < cur.until * c.train.steps:
+            out.append(f"a candidate with train.curriculum ({cur.param} from {cur.start}) was compared at step "
+                       f"{steps_at[0]}, before its curriculum reaches the full task (step "
+                       f"{math.ceil(cur.until * c.train.steps)}): use --full, or --rungs after {cur.until:g}")
+            break
+    return out
+
+
 def _in_this_process(work: list[Job], log, stop: StopFlag) -> dict[str, str]:
     """Run the jobs one after another here; a run that fails (a non-finite loss) is reported."""
     from windtunnel.train.trainer import TrainingError
@@ -311,6 +344,7 @@ def write_tune(out: Path, result: TuneResult, spec: TuneSpec, base: RunConfig) -
     doc = {"task": result.task, "model": result.model, "metric": result.metric, "spec": spec.model_dump(mode="json"),
            "rung_steps": result.rung_steps, "base": base.model_dump(mode="json"), "best": result.best,
            "winner": result.winner, "candidates": result.candidates, "seconds": result.seconds,
+           "together": result.together,
            "cautions": result.cautions}
     paths = {k: stem.parent / f"{stem.name}.{ext}" for k, ext in (("json", "json"), ("csv", "csv"), ("markdown", "md"))}
     atomic_write_text(paths["json"], json.dumps(jsonable(doc), indent=1, allow_nan=False))
@@ -336,7 +370,9 @@ def tune_markdown(doc: dict[str, Any]) -> str:
              + f" over {', '.join(keys)}, scored by the held-out probe's {doc['metric']}; "
              f"best: {', '.join(f'{k} = {v}' for k, v in doc['best'].items())}"
              + (f" (its evaluation: KL {w['eval']['kl_bayes_model']:.4f} bits)" if "kl_bayes_model" in w.get("eval", {}) else "")
-             + f"; {doc['seconds']:.0f} s.", "", *table(head, body)]
+             + f"; {doc['seconds']:.0f} s"
+             + (f" (the wall time of {doc['together']} searches run together)" if doc.get("together", 1) > 1 else "")
+             + ".", "", *table(head, body)]
     lines += ["", *(f"- Caution: {c}" for c in doc.get("cautions", []))] if doc.get("cautions") else []
     return "\n".join(lines) + "\n"
 
@@ -355,10 +391,14 @@ def tune_in_folder(base: RunConfig, out: Path | str, spec: TuneSpec | None = Non
 
 
 def tune_many_in_folder(searches: list[tuple[RunConfig, TuneSpec | None]], out: Path | str, jobs: int = 1,
-                        log: Callable[[str], None] = print) -> list[TuneResult]:
+                        log: Callable[[str], None] = print, reuse: list[Path] | tuple = ()) -> list[TuneResult]:
     """:func:`tune_many` of the searches ``(base, spec)``, all in ``out``, locked against a second
-    writer (what the scorecard runs). Every candidate's config is checked first."""
-    for base, spec in searches:
-        candidate_configs(base, (spec or TuneSpec()).grid)
+    writer (what the scorecard runs). Every candidate's config is checked first; the candidates
+    that a ``reuse`` folder holds, finished or paused, are copied in (:func:`~windtunnel.sweep.run.reuse_runs`)."""
+    from windtunnel.sweep.run import check_reuse, reuse_runs
+
+    check_reuse(reuse, out)
+    candidates = [c for base, spec in searches for _, c in candidate_configs(base, (spec or TuneSpec()).grid)]
     with folder_lock(Path(out), "sweep"), stop_on_signals() as stop:
+        reuse_runs(candidates, Path(out), reuse, log, stop)
         return tune_many([(base, out, spec) for base, spec in searches], jobs, log, stop)

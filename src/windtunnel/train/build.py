@@ -57,8 +57,9 @@ def seeded_model(config: RunConfig, task: Task, params: dict[str, Any]) -> torch
 def curriculum(config: RunConfig, task: Task) -> Callable[[int], Task] | None:
     """The task to draw training batch ``step`` from under ``train.curriculum`` (None without
     one): ``task`` with the curriculum's parameter at its value for that step. Checked here: the
-    parameter is one of the task's, and every stage keeps the run's sequence format (the model
-    sees the same shapes; the probes and the evaluation use ``task`` itself)."""
+    parameter is one of the task's, it grows (``start`` <= ``end``) to the run's own value, every
+    stage gets at least one step, and every stage keeps the run's sequence format (the model sees
+    the same shapes; the probes and the evaluation use ``task`` itself)."""
     cur, steps = config.train.curriculum, config.train.steps
     if cur is None:
         return None
@@ -66,19 +67,32 @@ def curriculum(config: RunConfig, task: Task) -> Callable[[int], Task] | None:
     if cur.param not in fields:
         raise ConfigError(f"train.curriculum.param = {cur.param!r} is not a parameter of task {config.task}; "
                           f"it has: {', '.join(fields)}")
-    end = cur.end if cur.end is not None else getattr(task.config, cur.param)
+    own = getattr(task.config, cur.param)
+    end = cur.end if cur.end is not None else own
     if not isinstance(end, int) or isinstance(end, bool):
         raise ConfigError(f"train.curriculum.end: the run's task_params.{cur.param} is {end!r}, not an integer; "
                           "give the value it grows to as train.curriculum.end")
+    if own is not None and end != own:
+        raise ConfigError(f"train.curriculum.end = {end}, but the run's task_params.{cur.param} is {own}: the curriculum "
+                          "ends at the task the run is probed and evaluated on (leave end out)")
+    if cur.start > end:
+        raise ConfigError(f"train.curriculum.start = {cur.start} exceeds its end {end}: a curriculum grows the parameter")
+    if cur.until * steps < end - cur.start + 1:
+        raise ConfigError(f"train.curriculum: {end - cur.start + 1} stages ({cur.param} = {cur.start} .. {end}) do not fit "
+                          f"in until x train.steps = {cur.until * steps:g} steps: raise until or lower start")
     stages: dict[int, Task] = {}
 
     def at(step: int) -> Task:
         v = cur.value_at(step, steps, end)
         if v not in stages:
-            stages[v] = make_task(config.task, {**task.config.model_dump(), cur.param: v})
+            try:
+                stages[v] = make_task(config.task, {**task.config.model_dump(), cur.param: v})
+            except ConfigError as exc:
+                raise ConfigError(f"train.curriculum: {cur.param} = {v} (from start = {cur.start}) is not a valid "
+                                  f"value: {exc}") from None
         return stages[v]
 
-    for step in (0, steps):
+    for step in (0, steps - 1):
         if at(step).spec != task.spec:
             raise ConfigError(f"train.curriculum: {cur.param} = {cur.value_at(step, steps, end)} changes the sequence "
                               f"format of task {config.task} ({at(step).spec} against {task.spec}); grow a parameter "

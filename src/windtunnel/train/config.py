@@ -25,21 +25,23 @@ from windtunnel.registry import is_import_path
 
 
 class Curriculum(StrictConfig):
-    """Grow one task parameter over training (Garg et al.'s curriculum): ``param`` goes from
-    ``start`` at step 0 to ``end`` at ``until`` x ``train.steps`` in equal integer stages, and
-    stays there. The probes and the evaluation are at the run's own task (the full rung)."""
+    """Grow one task parameter over training (Garg et al.'s curriculum): ``param`` takes each
+    integer value from ``start`` to ``end`` in equal stages over the first ``until`` x
+    ``train.steps`` steps, the last stage being ``end``, which then stays. ``end`` is the run's
+    own value, the task its probes and evaluation use (the full rung)."""
 
     param: str = Field(description="a task parameter that keeps the sequence format, e.g. regression's d_active")
     start: int = Field(description="its value at step 0")
-    end: int | None = Field(None, description="its value from `until` on (None: the run's own task_params value)")
-    until: float = Field(0.5, gt=0, le=1, description="fraction of train.steps by which it reaches `end`")
+    end: int | None = Field(None, description="its last value: the run's own (None: read from task_params)")
+    until: float = Field(0.5, gt=0, le=1, description="fraction of train.steps within which every stage is trained")
 
     def value_at(self, step: int, steps: int, end: int) -> int:
-        """The parameter at 0-based ``step`` of ``steps``: ``start`` + the whole stages done."""
+        """The parameter at 0-based ``step`` of ``steps``: ``end - start + 1`` stages of equal
+        length within the first ``until`` x ``steps``, then ``end``."""
         span = self.until * steps
-        if span <= 0 or step >= span:
+        if step >= span:
             return end
-        return self.start + math.floor((end - self.start) * step / span)
+        return min(end, self.start + math.floor((end - self.start + 1) * step / span))
 
 
 class TrainConfig(StrictConfig):
