@@ -427,7 +427,8 @@ def scorecard(
 @app.command("tune")
 def tune_cmd(
     task: str = typer.Argument(..., help="task name (a wind tunnel)"),
-    model: str = typer.Argument(..., help="a registered architecture, or package.module:Class"),
+    model: str = typer.Argument(..., help="a registered architecture, or package.module:Class; several, "
+                                "comma-separated, are searched together (one pool of workers)"),
     profile: str = typer.Option("quick", "--profile", help="run profile (its scorecard's budget applies)"),
     grid: list[str] = typer.Option([], "--grid", help="candidates, e.g. --grid train.lr=1e-4,1e-3,1e-2 "
                                    "--grid train.weight_decay=0,0.1 (default: lr at 1e-4, 3.16e-4, 1e-3, 3.16e-3, 1e-2)"),
@@ -436,21 +437,24 @@ def tune_cmd(
     metric: str | None = typer.Option(None, "--metric", help="probe metric that ranks them: kl_bayes_model, "
                                          "entropy_error or accuracy (default: the task's primitive metric)"),
     full: bool = typer.Option(False, "--full", help="train every candidate to the end (no halving)"),
-    out: Path | None = typer.Option(None, "--out", help="folder (default runs/tune-<task>-<model>)"),
+    out: Path | None = typer.Option(None, "--out", help="folder (default runs/tune-<task>-<model>, or "
+                                    "runs/tune-<task> for several models)"),
     jobs: str | None = typer.Option(None, "--jobs", help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+    reuse: list[Path] = typer.Option([], "--reuse", help=REUSE_HELP),
 ) -> None:
-    """Tune a training setting (the learning rate by default) of one architecture on one tunnel:
+    """Tune a training setting (the learning rate by default) of an architecture on one tunnel:
     successive halving, every candidate scored by the held-out probe, the winner trained to the end.
 
     The same protocol tunes every architecture, the transformer included, and `windtunnel
-    scorecard` runs it for a model whose profile commits no learning rate. Writes
-    tune-<task>-<model>.json/.csv/.md and one run folder per candidate.
+    scorecard` runs it for a model whose profile commits no learning rate. Several models
+    (comma-separated) are searched together, each stage's candidates sharing the workers. Writes
+    tune-<task>-<model>.json/.csv/.md per model and one run folder per candidate.
     """
     from windtunnel.report.page import write_report
     from windtunnel.sweep.config import parse_grid_option
     from windtunnel.sweep.scorecard import budget_jobs, task_metric, tune_configs
-    from windtunnel.sweep.tune import TuneSpec, tune_in_folder, tune_name
+    from windtunnel.sweep.tune import TuneSpec, tune_many_in_folder, tune_name
 
     def go():
         try:
@@ -461,14 +465,19 @@ def tune_cmd(
         if grid:
             spec_doc["grid"] = dict(parse_grid_option(g) for g in grid)
         spec = TuneSpec.build(spec_doc, where="tune")
-        base = tune_configs(task, [model], profile, parse_overrides(overrides))[0]
-        n = budget_jobs(profile, jobs, [base])
-        folder = out or Path("runs") / tune_name(task, model, full)
-        result = tune_in_folder(base, folder, spec, n, log=typer.echo)
-        typer.echo("")
-        typer.echo(result.files["markdown"].read_text())
+        models = list(dict.fromkeys(m.strip() for m in model.split(",") if m.strip()))
+        if not models:
+            raise ConfigError(f"model {model!r}: name an architecture (several: comma-separated)")
+        bases = tune_configs(task, models, profile, parse_overrides(overrides))
+        n = budget_jobs(profile, jobs, bases)
+        folder = out or Path("runs") / (tune_name(task, models[0], full) if len(models) == 1
+                                        else f"tune-{task}" + ("-full" if full else ""))
+        results = tune_many_in_folder([(b, spec) for b in bases], folder, n, typer.echo, reuse)
+        for result in results:
+            typer.echo("")
+            typer.echo(result.files["markdown"].read_text())
         paths = write_report(folder)
-        typer.echo(f"written: {result.files['json']}, {result.files['csv']}, {paths['html']}")
+        typer.echo("written: " + ", ".join(f"{r.files['json']}, {r.files['csv']}" for r in results) + f", {paths['html']}")
 
     _run_errors(go)
 

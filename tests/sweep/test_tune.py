@@ -153,14 +153,19 @@ def test_the_full_search_and_the_halving_share_their_runs(tmp_path):
     assert "Successive halving over train.lr" in (tmp_path / "tune-bijection-transformer.md").read_text()
 
 
-def test_the_tune_command_writes_its_table_and_page_and_checks_its_arguments(tmp_path):
-    out = tmp_path / "t"
-    args = ["tune", "bijection", "mlp", "--out", str(out), "--jobs", "1", "--grid", "train.lr=1e-3,1e-2",
+def tiny_tune_args(models: str, out) -> list[str]:
+    """`windtunnel tune bijection MODELS` over two learning rates, each run 10 steps."""
+    args = ["tune", "bijection", models, "--out", str(out), "--jobs", "1", "--grid", "train.lr=1e-3,1e-2",
             "--rungs", "0.2"]
     for o in ("train.steps=10", "train.batch_size=8", "train.checkpoints=2", "eval.n_sequences=32",
               "eval.batch_size=32", "eval.n_boot=10", "task_params.V=5", "task_params.L=4"):
         args += ["--set", o]
-    res = CliRunner().invoke(app, args)
+    return args
+
+
+def test_the_tune_command_writes_its_table_and_page_and_checks_its_arguments(tmp_path):
+    out = tmp_path / "t"
+    res = CliRunner().invoke(app, tiny_tune_args("mlp", out))
     assert res.exit_code == 0, res.output
     assert "### tune: mlp on bijection" in res.output
     assert (out / "report.html").is_file() and "## Tuning" in (out / "report.md").read_text()
@@ -170,6 +175,23 @@ def test_the_tune_command_writes_its_table_and_page_and_checks_its_arguments(tmp
         res = CliRunner().invoke(app, ["tune", "bijection", "mlp", "--out", str(fresh), *bad])
         assert res.exit_code == 2 and match in res.output, res.output
         assert not fresh.exists()
+
+
+def test_the_tune_command_searches_several_models_together(tmp_path):
+    out = tmp_path / "t"
+    res = CliRunner().invoke(app, tiny_tune_args("mlp,lstm", out))
+    assert res.exit_code == 0, res.output
+    assert "### tune: mlp on bijection" in res.output and "### tune: lstm on bijection" in res.output
+    for m in ("mlp", "lstm"):
+        doc = json.loads((out / f"tune-bijection-{m}.json").read_text())
+        assert doc["together"] == 2 and doc["base"]["model"] == m
+    # again, from another folder that has them all: nothing trains, the same winners
+    res = CliRunner().invoke(app, [*tiny_tune_args("mlp,lstm", tmp_path / "u"), "--reuse", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "reused 4 run(s)" in res.output
+    for m in ("mlp", "lstm"):
+        assert (json.loads((tmp_path / "u" / f"tune-bijection-{m}.json").read_text())["best"]
+                == json.loads((out / f"tune-bijection-{m}.json").read_text())["best"])
 
 
 def test_a_curriculum_is_a_setting_the_search_tries(tmp_path):

@@ -383,17 +383,10 @@ def read_tunes(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in paths]
 
 
-def tune_in_folder(base: RunConfig, out: Path | str, spec: TuneSpec | None = None, jobs: int = 1,
-                   log: Callable[[str], None] = print) -> TuneResult:
-    """:func:`tune` with ``out`` locked against a second writer (what ``windtunnel tune`` runs).
-    Every candidate's config is checked before the folder is made."""
-    return tune_many_in_folder([(base, spec)], out, jobs, log)[0]
-
-
 def tune_many_in_folder(searches: list[tuple[RunConfig, TuneSpec | None]], out: Path | str, jobs: int = 1,
                         log: Callable[[str], None] = print, reuse: list[Path] | tuple = ()) -> list[TuneResult]:
     """:func:`tune_many` of the searches ``(base, spec)``, all in ``out``, locked against a second
-    writer (what the scorecard runs). Every candidate's config is checked first; the candidates
+    writer (what ``windtunnel tune`` and the scorecard run). Every candidate's config is checked first; the candidates
     that a ``reuse`` folder holds, finished or paused, are copied in (:func:`~windtunnel.sweep.run.reuse_runs`)."""
     from windtunnel.sweep.run import check_reuse, reuse_runs
 
