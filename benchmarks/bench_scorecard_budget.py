@@ -41,10 +41,10 @@ import torch
 
 from windtunnel.evaluate.evaluator import probe_metrics, sample_eval
 from windtunnel.sweep.expand import expand
-from windtunnel.sweep.run import cpu_cores, run_cost, unique_runs
+from windtunnel.sweep.run import cpu_cores, run_cost, tokens_to, unique_runs
 from windtunnel.sweep.scorecard import PRIMITIVES, budget_jobs, scorecard_sweep
 from windtunnel.sweep.tune import TuneSpec, rung_steps
-from windtunnel.tasks import make_generator, make_task
+from windtunnel.tasks import make_generator
 from windtunnel.train.build import build
 from windtunnel.train.config import load_profile
 from windtunnel.train.trainer import check_loss, evaluate_run, make_optimizer, train, train_step
@@ -80,12 +80,11 @@ def search_stages(cfg, p: dict[str, float], overhead: float) -> list[list[tuple[
     spec, tc = TuneSpec(), cfg.train
     every = tc.eval_every or max(1, tc.steps // 10)
     ends = [*rung_steps(cfg, spec.rungs), tc.steps]
-    tokens = tc.batch_size * make_task(cfg.task, cfg.task_params).spec.seq_len
     n, prev, stages = len(spec.grid["train.lr"]), 0, []
     for i, end in enumerate(ends):
         leg = (end - prev) * p["step"] + (end // every - prev // every) * p["probe"] + overhead
         leg += p["eval"] if i == len(ends) - 1 else 0
-        stages.append([(leg, end * tokens)] * n)
+        stages.append([(leg, tokens_to(cfg.task, cfg.task_params, tc.batch_size, end))] * n)
         n, prev = (1 if i >= len(ends) - 2 else math.ceil(n / spec.eta)), end
     return stages
 

@@ -229,13 +229,19 @@ def resolve_jobs(jobs: int | str, runs: list[SweepRun]) -> int:
     return max(1, cores // threads)
 
 
-def run_cost(run: SweepRun) -> int:
-    """Tokens a run trains on (steps x batch x sequence length): the local scheduler starts the
-    most expensive runs first, so that the last ones to finish are short."""
+def tokens_to(task: str, task_params: dict[str, Any], batch_size: int, steps: int) -> int:
+    """Tokens trained on by step ``steps`` (steps x batch x sequence length): the cost by which
+    the local pools start their longest jobs first."""
     from windtunnel.tasks import make_task
 
+    return steps * batch_size * make_task(task, task_params).spec.seq_len
+
+
+def run_cost(run: SweepRun) -> int:
+    """Tokens a run trains on: the local scheduler starts the most expensive runs first, so that
+    the last ones to finish are short."""
     tc = run.config.train
-    return tc.steps * tc.batch_size * make_task(run.config.task, run.config.task_params).spec.seq_len
+    return tokens_to(run.config.task, run.config.task_params, tc.batch_size, tc.steps)
 
 
 @dataclass

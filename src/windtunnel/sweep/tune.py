@@ -43,7 +43,7 @@ from windtunnel.lock import folder_lock
 from windtunnel.sweep.aggregate import LOWER_IS_BETTER, write_csv
 from windtunnel.sweep.config import Grid
 from windtunnel.sweep.expand import grid_points
-from windtunnel.sweep.run import Job, in_processes
+from windtunnel.sweep.run import Job, in_processes, tokens_to
 from windtunnel.tables import table
 from windtunnel.train.config import RunConfig, apply_overrides
 from windtunnel.train.rundir import RunDir
@@ -219,13 +219,11 @@ class _Search:
 
 
 def _work_cost(job: Job) -> int:
-    """Tokens a stage's job trains on at most (its target step x batch x sequence length): the
-    pool starts the longest first, so that the last to finish are short."""
-    from windtunnel.tasks import make_task
-
+    """Tokens a stage's job trains on at most (to its target step): the pool starts the longest
+    first, so that the last to finish are short."""
     config, _, stop_at = job.args
     tc = config["train"]
-    return (stop_at or tc["steps"]) * tc["batch_size"] * make_task(config["task"], config["task_params"]).spec.seq_len
+    return tokens_to(config["task"], config["task_params"], tc["batch_size"], stop_at or tc["steps"])
 
 
 def tune_many(searches: list[tuple[RunConfig, Path | str, TuneSpec | None]], jobs: int = 1,
