@@ -113,6 +113,22 @@ def test_reuse_takes_paused_runs_and_leaves_locked_or_different_ones(finished, t
     assert train(first, dest / first.run_name(), progress=False).steps == first.train.steps
 
 
+def test_reuse_prefers_a_finished_copy_to_a_paused_one_in_an_earlier_folder(finished, tmp_path):
+    out, outcome = finished
+    config = outcome.runs[0].config
+    paused = tmp_path / "paused"
+    train(config, paused / config.run_name(), progress=False, stop_at=5)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    assert sweep_run.reuse_runs([config], dest, [paused, out], log=lambda _: None) == [config.run_name()]
+    assert (dest / config.run_name() / "eval.json").read_bytes() == (out / config.run_name() / "eval.json").read_bytes()
+    # with no finished copy anywhere the paused one is still taken
+    again = tmp_path / "again"
+    again.mkdir()
+    assert sweep_run.reuse_runs([config], again, [paused], log=lambda _: None) == [config.run_name()]
+    assert not (again / config.run_name() / "eval.json").exists()
+
+
 def test_reuse_of_a_missing_folder_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ConfigError, match="--reuse .*nope: not a folder"):
         run_sweep(SweepConfig.build(tiny_sweep_doc()), tmp_path / "o", reuse=[tmp_path / "nope"], **quiet)

@@ -117,7 +117,8 @@ def reuse_runs(configs: Iterable[RunConfig], out: Path, sources: Iterable[Path |
                log: Callable[[str], None] = print, stop: StopFlag | None = None) -> list[str]:
     """Copy into ``out`` each run of ``configs`` that ``out`` does not hold at all and a folder of
     ``sources`` holds, finished or paused at a resumable checkpoint (its folder under the same
-    name, its ``config.json`` the same config, no writer's lock in it); returns the names copied.
+    name, its ``config.json`` the same config, no writer's lock in it; a finished copy in any of
+    the folders before a paused one in an earlier folder); returns the names copied.
     A run ``out`` already has is left as it is; the source's diagnoses are not copied (this
     sweep's diagnose settings may differ); each copy lands under a temporary name and is renamed
     into place, so an interrupted copy leaves no half run folder behind."""
@@ -140,9 +141,11 @@ def reuse_runs(configs: Iterable[RunConfig], out: Path, sources: Iterable[Path |
         dest = Path(out) / name
         if dest.exists():
             continue
-        src = next((s / name for s in sources if same(s / name, config)), None)
-        if src is None:
+        found = [s / name for s in sources if same(s / name, config)]
+        if not found:
             continue
+        # a finished copy wins over a paused one, whatever the order of the folders
+        src = next((f for f in found if is_finished(f, config)), found[0])
         if stop is not None:
             stop.check()
         tmp = Path(out) / f".{name}.reusing"
