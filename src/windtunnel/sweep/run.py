@@ -117,8 +117,8 @@ def reuse_runs(configs: Iterable[RunConfig], out: Path, sources: Iterable[Path |
                log: Callable[[str], None] = print, stop: StopFlag | None = None) -> list[str]:
     """Copy into ``out`` each run of ``configs`` that ``out`` does not hold at all and a folder of
     ``sources`` holds, finished or paused at a resumable checkpoint (its folder under the same
-    name, its ``config.json`` the same config, no writer's lock in it; a finished copy in any of
-    the folders before a paused one in an earlier folder); returns the names copied.
+    name, its ``config.json`` the same config, no writer's lock in it; where several folders hold it, a
+    finished copy wins over a paused one, whatever their order); returns the names copied.
     A run ``out`` already has is left as it is; the source's diagnoses are not copied (this
     sweep's diagnose settings may differ); each copy lands under a temporary name and is renamed
     into place, so an interrupted copy leaves no half run folder behind."""
