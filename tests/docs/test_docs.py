@@ -91,7 +91,8 @@ def test_slow_block(block, workdir, slow_fixtures):
 
 
 # (text in a block, the module of the optional extra it needs): see pyproject's extras
-EXTRAS_NEEDED = [("transformer_lens", "transformer_lens"), ("--to transformerlens", "transformer_lens"),
+EXTRAS_NEEDED = [("transformer_lens", "transformer_lens"), ("interop.transformerlens", "transformer_lens"),
+                 ("--to transformerlens", "transformer_lens"),
                  ("nnsight", "nnsight"), ("--log tensorboard", "tensorboard"), ("--log mlflow", "mlflow"),
                  ("--log wandb", "wandb"), ("import mlflow", "mlflow"), ("import wandb", "wandb")]
 
