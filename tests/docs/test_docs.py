@@ -78,23 +78,30 @@ def test_help_of_every_command(workdir):
 
 @pytest.mark.parametrize("block", _runnable("fast"), ids=_id)
 def test_fast_block(block, workdir):
+    _skip_without_extras(block)
     _run_block(block, workdir, {"fast", "fails"})
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", _runnable("slow"), ids=_id)
 def test_slow_block(block, workdir, slow_fixtures):
-    for needle, module in EXTRAS_NEEDED:  # a block that needs an optional extra skips without it
+    _skip_without_extras(block)
+    _run_block(block, workdir, {"fast", "fails", "slow"})
+
+
+def _skip_without_extras(block: Block) -> None:
+    """A block that needs an optional extra skips without it (fast and slow blocks alike)."""
+    for needle, module in EXTRAS_NEEDED:
         if needle in block.body:
             pytest.importorskip(module)
-    _run_block(block, workdir, {"fast", "fails", "slow"})
 
 
 # (text in a block, the module of the optional extra it needs): see pyproject's extras
 EXTRAS_NEEDED = [("transformer_lens", "transformer_lens"), ("interop.transformerlens", "transformer_lens"),
                  ("--to transformerlens", "transformer_lens"),
                  ("nnsight", "nnsight"), ("--log tensorboard", "tensorboard"), ("--log mlflow", "mlflow"),
-                 ("--log wandb", "wandb"), ("import mlflow", "mlflow"), ("import wandb", "wandb")]
+                 ("--log wandb", "wandb"), ("import mlflow", "mlflow"), ("import wandb", "wandb"),
+                 ("from tensorboard", "tensorboard"), ("windtunnel.results(", "pandas")]
 
 
 # ---------------------------------------------------------------------------------------
