@@ -21,13 +21,15 @@ TINY = ["train.steps=12", "train.batch_size=8", "train.checkpoints=2", "train.th
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory):
-    """Bijection (2 seeds), HMM with a longer evaluation length, recall; diagnostics on one run."""
+    """Bijection (2 seeds, and a lower rung), HMM with a longer evaluation length, recall; diagnostics on one run."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     doc = {
         "name": "tiny-report", "description": "a tiny sweep for the report tests", "profile": "quick",
         "overrides": TINY, "paper": "paper1", "grid": {"train.seed": [0]},
         "experiments": [
+            {"task": "bijection", "name": "bijection@V4_L3", "models": ["transformer", "lstm"],
+             "overrides": ["task_params.V=4", "task_params.L=3"]},
             {"task": "bijection", "models": ["transformer", "lstm"], "grid": {"train.seed": [0, 1]},
              "overrides": ["task_params.V=6", "task_params.L=5"]},
             {"task": "hmm", "models": ["transformer", "mlp"], "overrides": ["eval.lengths=[30]"]},
@@ -35,7 +37,8 @@ def sweep_dir(tmp_path_factory):
              "overrides": ["task_params.N=4", "task_params.M=2", "task_params.F=2", "task_params.n_keys=8",
                            "task_params.n_values=8"]},
         ],
-        "primitives": {"rules": {"accumulation": {"experiment": "bijection", "metric": "kl_bayes_model"},
+        "primitives": {"rules": {"accumulation@V4_L3": {"experiment": "bijection@V4_L3", "metric": "kl_bayes_model"},
+                                 "accumulation": {"experiment": "bijection", "metric": "kl_bayes_model"},
                                  "transport": {"experiment": "hmm", "metric": "kl_bayes_model"},
                                  "binding": {"experiment": "recall", "metric": "accuracy"}}},
     }
@@ -62,6 +65,10 @@ def test_sweep_report_is_one_self_contained_page(sweep_dir):
     for src in imgs:  # every inlined image is a real PNG
         assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
     assert "missing image" not in page and "src=\"report_files" not in page
+    # a primitive scored at two rungs: the hardest rung realised per model, and its heat map
+    assert "## Difficulty ladders" in md and "accumulation (bijection@V4_L3, bijection)" in md
+    assert "### Ladder heat maps" in md and "report_files/ladder-accumulation.png" in md
+    assert (out / "report_files" / "ladder-accumulation.png").is_file()
     for heading in ("## Comparison", "## Inference primitives", "### Per-position calibration",
                     "### Length generalisation", "### Accuracy", "### Training", f"### Geometry: {diag}"):
         assert heading in md, heading

@@ -134,3 +134,24 @@ def test_primitives_table_gives_the_papers_claims_only_where_it_makes_some():
     assert lines[3].split("|")[-2].strip() == "-"  # no claim for the gru
     only_new = primitives_table(prims, ["counting"], claims).splitlines()
     assert only_new[2].split("|")[-2].strip() == "-"  # the paper claims nothing about counting
+
+
+def test_ladders_table_gives_the_hardest_rung_realised_and_every_rungs_score():
+    from windtunnel.sweep.markdown import highest_realised, ladder_rules, ladders_table
+
+    rules = ["transport@S2_O2", "transport", "binding", "counting@n_cat4", "counting"]
+    assert ladder_rules(rules) == {"transport": ["transport@S2_O2", "transport"], "counting": ["counting@n_cat4", "counting"]}
+    exps = {"transport@S2_O2": "hmm@S2_O2", "transport": "hmm", "binding": "recall",
+            "counting@n_cat4": "dirichlet@n_cat4", "counting": "dirichlet"}
+    yes, part, no = ({"verdict": v, "score": s} for v, s in (("yes", 0.97), ("partial", 0.81), ("no", -1.5)))
+    prims = {"gru": {"transport@S2_O2": yes, "transport": no, "binding": no, "counting@n_cat4": yes, "counting": yes},
+             "lstm": {"transport@S2_O2": part, "transport": no, "counting@n_cat4": no}}
+    lines = ladders_table(prims, rules, exps).splitlines()
+    assert [c.strip() for c in lines[0].split("|")[1:-1]] == [
+        "model", "transport (hmm@S2_O2, hmm)", "counting (dirichlet@n_cat4, dirichlet)"]
+    assert [c.strip() for c in lines[2].split("|")[1:-1]] == ["gru", "hmm@S2_O2 (0.97, -1.50)", "dirichlet (0.97, 0.97)"]
+    # not realised at any rung, and a rung that was not run
+    assert [c.strip() for c in lines[3].split("|")[1:-1]] == ["lstm", "none (0.81, -1.50)", "none (-1.50, -)"]
+    # the hardest rung realised, not the first: a ✓ above a ✗ counts
+    assert highest_realised([("a", yes), ("b", no), ("c", yes)]) == "c"
+    assert highest_realised([("a", part), ("b", None)]) is None

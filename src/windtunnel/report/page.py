@@ -110,7 +110,7 @@ def sweep_report(folder: Path) -> tuple[str, str]:
     summary = write_tables(folder, sweep, runs, old.get("failed"))  # fresh tables from what has finished
     title = f"windtunnel report: sweep {sweep.name}"
     lines = [sweep_markdown(summary, sweep, title), ""]
-    lines += scorecard_section(folder)
+    lines += scorecard_section(folder) or sweep_ladders_section(folder, sweep, summary)
     lines += tune_section(folder)
     lines += claims_section(folder, runs)
     # each experiment's primitive metric (the sweep's rules)
@@ -288,6 +288,28 @@ def ladder_section(folder: Path, doc: dict[str, Any]) -> list[str]:
              "Each tunnel at rungs of its own parameters, easiest first (the rung without a suffix is the "
              "profile's own setting, scored in the table above).", ""]
             + table(head, body) + ["", _img(f"{FILES}/ladder.png", "scores per rung"), ""])
+
+
+def sweep_ladders_section(folder: Path, sweep: Any, summary: dict[str, Any]) -> list[str]:
+    """A sweep's difficulty ladders over every architecture (a scorecard folder has its own,
+    :func:`ladder_section`): a heat map per primitive scored at several rungs, a row per
+    architecture, a column per rung; the table of the hardest rungs realised is in the summary
+    above."""
+    from windtunnel.sweep.markdown import ladder_rules
+
+    prims = summary.get("primitives") or {}
+    ladders = ladder_rules(list(sweep.primitives.rules)) if sweep.primitives and prims else {}
+    if not ladders:
+        return []
+    lines = ["### Ladder heat maps", ""]
+    for prim, names in ladders.items():
+        scores = {model: {sweep.primitives.rules[n].experiment: (per.get(n) or {}).get("score") for n in names}
+                  for model, per in prims.items()}
+        name = f"ladder-{re.sub(r'[^A-Za-z0-9_-]', '_', prim)}.png"
+        plots.ladder_heatmap(scores, folder / FILES / name, title=f"{prim}: score per rung (outlined: realised)",
+                             realised=sweep.primitives.realised)
+        lines += [_img(f"{FILES}/{name}", f"{prim} scores per rung"), ""]
+    return lines
 
 
 def tune_section(folder: Path) -> list[str]:

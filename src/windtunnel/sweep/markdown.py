@@ -101,6 +101,38 @@ def primitives_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[st
     return "\n".join(table(head, body))
 
 
+def ladder_rules(rules: list[str]) -> dict[str, list[str]]:
+    """The rules of each primitive scored at more than one rung (``transport@S2_O2``, ``transport``,
+    ...), in the sweep's order, which lists each ladder easiest first."""
+    groups: dict[str, list[str]] = {}
+    for name in rules:
+        groups.setdefault(name.partition("@")[0], []).append(name)
+    return {prim: names for prim, names in groups.items() if len(names) > 1}
+
+
+def highest_realised(steps: list[tuple[str, dict[str, Any] | None]]) -> str | None:
+    """The hardest rung realised: the last (label, result) of an easiest-first ladder whose verdict
+    is ✓, or None."""
+    return next((label for label, r in reversed(steps) if (r or {}).get("verdict") == "yes"), None)
+
+
+def ladders_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[str],
+                  experiments: dict[str, str]) -> str:
+    """Model x laddered primitive: the hardest rung realised (its experiment, from ``experiments``:
+    rule -> experiment) and, in brackets, the score at every rung, easiest first."""
+    ladders = ladder_rules(rules)
+    head = ["model", *(f"{prim} ({', '.join(experiments[n] for n in names)})" for prim, names in ladders.items())]
+    body = []
+    for model, per in prims.items():
+        cells = [model]
+        for names in ladders.values():
+            top = highest_realised([(experiments[n], per.get(n)) for n in names])
+            scores = ", ".join("-" if per.get(n, {}).get("score") is None else f"{per[n]['score']:.2f}" for n in names)
+            cells.append(f"{top or 'none'} ({scores})")
+        body.append(cells)
+    return "\n".join(table(head, body))
+
+
 def primitives_note(sweep: SweepConfig) -> str:
     r = sweep.primitives
     rules = "; ".join(f"{p}: {METRIC_LABEL[rule.metric]} on {', '.join(rule.experiments())}" for p, rule in r.rules.items())
@@ -132,6 +164,13 @@ def results_markdown(summary: dict[str, Any], sweep: SweepConfig) -> list[str]:
         lines += ["## Inference primitives", "",
                   primitives_table(summary["primitives"], list(sweep.primitives.rules), claims), "",
                   primitives_note(sweep), ""]
+        rules = list(sweep.primitives.rules)
+        if ladder_rules(rules):
+            exps = {n: rule.experiment for n, rule in sweep.primitives.rules.items()}
+            lines += ["## Difficulty ladders", "",
+                      ladders_table(summary["primitives"], rules, exps), "",
+                      "Per primitive scored at several rungs (in the sweep's order, easiest first): the hardest "
+                      "rung realised (✓), or none, and in brackets the score at each rung.", ""]
     return lines
 
 

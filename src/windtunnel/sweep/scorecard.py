@@ -21,6 +21,7 @@ from typing import Any
 from windtunnel.config import ConfigError, Overrides, as_overrides
 from windtunnel.files import atomic_write_text, jsonable
 from windtunnel.sweep.config import SweepConfig, load_sweep
+from windtunnel.sweep.markdown import highest_realised
 from windtunnel.train.config import load_profile, profile_tasks, tuned_train
 
 #: primitive -> (task, metric scored at the training length), in the scorecard's order
@@ -219,8 +220,7 @@ def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str, out: 
     for steps in ladders.values():
         for step in steps:
             step["params"] = dict(exps[step["experiment"]].override_pairs)
-    highest = {who: {prim: next((s["experiment"] for s in reversed(steps)
-                                 if (s[key] or {}).get("verdict") == "yes"), None) for prim, steps in ladders.items()}
+    highest = {who: {prim: highest_realised([(s["experiment"], s[key]) for s in steps]) for prim, steps in ladders.items()}
                for who, key in ((model, "model"), (REFERENCE, REFERENCE))}
     return {"model": model, "reference": REFERENCE, "profile": sweep.profile, "seeds": sweep.grid["train.seed"],
             "realised": sweep.primitives.realised, "partial": sweep.primitives.partial,
