@@ -44,7 +44,7 @@ def sweep_dir(tmp_path_factory):
     }
     out = tmp_path_factory.mktemp("sweep")
     outcome = run_sweep(SweepConfig.build(doc), out, progress=False, log=lambda _: None)
-    diag = next(r for r in outcome.runs if r.config.task == "bijection" and r.config.model == "transformer")
+    diag = next(r for r in outcome.runs if r.experiment == "bijection" and r.config.model == "transformer")
     run_diagnostics(out / diag.name, ["attention", "value_manifold"], n_sequences=32, progress=False)
     torch.set_num_threads(before)
     return out, diag.name
@@ -67,8 +67,8 @@ def test_sweep_report_is_one_self_contained_page(sweep_dir):
     assert "missing image" not in page and "src=\"report_files" not in page
     # a primitive scored at two rungs: the hardest rung realised per model, and its heat map
     assert "## Difficulty ladders" in md and "accumulation (bijection@V4_L3, bijection)" in md
-    assert "### Ladder heat maps" in md and "report_files/ladder-accumulation.png" in md
-    assert (out / "report_files" / "ladder-accumulation.png").is_file()
+    assert "### Ladder heat maps" in md and "report_files/ladder-0_accumulation.png" in md
+    assert (out / "report_files" / "ladder-0_accumulation.png").is_file()
     for heading in ("## Comparison", "## Inference primitives", "### Per-position calibration",
                     "### Length generalisation", "### Accuracy", "### Training", f"### Geometry: {diag}"):
         assert heading in md, heading

@@ -152,6 +152,10 @@ def test_ladders_table_gives_the_hardest_rung_realised_and_every_rungs_score():
     assert [c.strip() for c in lines[2].split("|")[1:-1]] == ["gru", "hmm@S2_O2 (0.97, -1.50)", "dirichlet (0.97, 0.97)"]
     # not realised at any rung, and a rung that was not run
     assert [c.strip() for c in lines[3].split("|")[1:-1]] == ["lstm", "none (0.81, -1.50)", "none (-1.50, -)"]
+    # a row run at no rung of a ladder (a variant of one task) reads "-", not "none"
+    prims["mlp (per-position)"] = {"binding": no}
+    assert [c.strip() for c in ladders_table(prims, rules, exps).splitlines()[4].split("|")[1:-1]] == [
+        "mlp (per-position)", "-", "-"]
     # the hardest rung realised, not the first: a ✓ above a ✗ counts
     assert highest_realised([("a", yes), ("b", no), ("c", yes)]) == "c"
     assert highest_realised([("a", part), ("b", None)]) is None

@@ -302,13 +302,12 @@ def sweep_ladders_section(folder: Path, sweep: Any, summary: dict[str, Any]) -> 
     if not ladders:
         return []
     lines = ["### Ladder heat maps", ""]
-    for prim, names in ladders.items():
-        scores = {model: {sweep.primitives.rules[n].experiment: (per.get(n) or {}).get("score") for n in names}
-                  for model, per in prims.items()}
-        name = f"ladder-{re.sub(r'[^A-Za-z0-9_-]', '_', prim)}.png"
+    for i, (prim, names) in enumerate(ladders.items()):
+        scores = {model: {n: (per.get(n) or {}).get("score") for n in names} for model, per in prims.items()}
+        name = f"ladder-{i}_{re.sub(r'[^A-Za-z0-9_-]', '_', prim)}.png"  # the index keeps cleaned names apart
         plots.ladder_heatmap(scores, folder / FILES / name, title=f"{prim}: score per rung (outlined: realised)",
                              realised=sweep.primitives.realised)
-        lines += [_img(f"{FILES}/{name}", f"{prim} scores per rung"), ""]
+        lines += [_img(f"{FILES}/{name}", "scores per rung"), ""]
     return lines
 
 

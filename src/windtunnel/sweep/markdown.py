@@ -126,6 +126,9 @@ def ladders_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[str],
     for model, per in prims.items():
         cells = [model]
         for names in ladders.values():
+            if not any(per.get(n) for n in names):  # not run at any rung of this ladder
+                cells.append("-")
+                continue
             top = highest_realised([(experiments[n], per.get(n)) for n in names])
             scores = ", ".join("-" if per.get(n, {}).get("score") is None else f"{per[n]['score']:.2f}" for n in names)
             cells.append(f"{top or 'none'} ({scores})")
