@@ -169,7 +169,9 @@ def test_scorecard_trains_scores_and_diagnoses_a_user_mixer(tmp_path, examples_o
             assert row[who]["verdict"] in ("yes", "partial", "no") and row[who]["score_lo"] <= row[who]["score_hi"]
     page = (out / "report.md").read_text()
     assert f"## Scorecard: {USER}" in page and "| accumulation | bijection" in page
-    assert "### Difficulty ladders" in page and (out / "report_files" / "ladder.png").is_file()
+    # the ladder table once (the summary's), then a heat map per laddered primitive
+    assert page.count("Difficulty ladders") == 1 and "| continuous (regression@d2, " in page.replace("\\_", "_")
+    assert all((out / "report_files" / f).is_file() for f in ("ladder-0_accumulation.png", "ladder-1_continuous.png"))
     assert (out / "report.html").is_file()
     # the user model's run folder opens, and every analysis that applies runs; the rest say why not
     run = next(p for p in out.iterdir() if p.name.startswith("bijection-my_mixer.EMAMixer-"))

@@ -136,6 +136,21 @@ def test_primitives_table_gives_the_papers_claims_only_where_it_makes_some():
     assert only_new[2].split("|")[-2].strip() == "-"  # the paper claims nothing about counting
 
 
+def test_primitives_table_counts_each_primitive_once_at_the_profiles_rung():
+    from windtunnel.sweep.markdown import primitives_table
+
+    yes, no = {"verdict": "yes", "score": 0.95}, {"verdict": "no", "score": 0.1}
+    prims = {"gru": {"transport@S2_O2": yes, "transport": no, "binding": {"verdict": "partial", "score": 0.6}}}
+    claims = {"gru": {"transport": "yes", "binding": "no"}}
+    row = primitives_table(prims, ["transport@S2_O2", "transport", "binding"], claims).splitlines()[2]
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[1:4] == ["✓ 0.95", "✗ 0.10", "~ 0.60"]  # every rung has its column
+    assert cells[4] == "0.5/2"  # the easy rung's ✓ does not count: two primitives, binding half
+    assert cells[5] == "✓ ✗ (1/2)"  # the paper's claims over the same two
+    only_rungs = primitives_table({"gru": {"transport@S2_O2": yes}}, ["transport@S2_O2"], None).splitlines()[2]
+    assert only_rungs.split("|")[-2].strip() == "1/1"  # a sweep of rungs alone counts them
+
+
 def test_ladders_table_gives_the_hardest_rung_realised_and_every_rungs_score():
     from windtunnel.sweep.markdown import highest_realised, ladder_rules, ladders_table
 

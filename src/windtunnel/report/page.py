@@ -110,7 +110,7 @@ def sweep_report(folder: Path) -> tuple[str, str]:
     summary = write_tables(folder, sweep, runs, old.get("failed"))  # fresh tables from what has finished
     title = f"windtunnel report: sweep {sweep.name}"
     lines = [sweep_markdown(summary, sweep, title), ""]
-    lines += scorecard_section(folder) or sweep_ladders_section(folder, sweep, summary)
+    lines += scorecard_section(folder) + sweep_ladders_section(folder, sweep, summary)
     lines += tune_section(folder)
     lines += claims_section(folder, runs)
     # each experiment's primitive metric (the sweep's rules)
@@ -258,43 +258,13 @@ def scorecard_section(folder: Path) -> list[str]:
         lines += ["Cautions of the learning-rate searches behind these verdicts (a verdict from a search on a "
                   "plateau or at its grid's edge is final only after the check named):", "",
                   *(f"- {html.escape(c, quote=False)}" for c in notes), ""]
-    return lines + ladder_section(folder, doc)
-
-
-def ladder_section(folder: Path, doc: dict[str, Any]) -> list[str]:
-    """The scorecard's difficulty ladders: architecture x rung, as a table and a heat map."""
-    ladders = {p: steps for p, steps in doc.get("ladder", {}).items() if len(steps) > 1}
-    if not ladders:
-        return []
-    who = {doc["model"]: "model", doc["reference"]: doc["reference"]}
-    scores: dict[str, dict[str, float | None]] = {}
-    body = []
-    for prim, steps in ladders.items():
-        for label, key in who.items():
-            row = [prim, html.escape(label, quote=False)]
-            for st in steps:
-                r = st[key]
-                col = f"{prim}: {st['experiment']}"
-                scores.setdefault(label, {})[col] = None if not r or r.get("score") is None else r["score"]
-                row.append(f"{st['experiment']} " + ("-" if scores[label][col] is None else f"{r['verdict']} {r['score']:.2f}"))
-            row.append(doc["highest"][label].get(prim) or "none")
-            body.append(row)
-    width = max(len(r) for r in body)
-    body = [r[:-1] + [""] * (width - len(r)) + r[-1:] for r in body]
-    plots.ladder_heatmap(scores, folder / FILES / "ladder.png", title="primitive score per rung (outlined: realised)",
-                         realised=doc["realised"])
-    head = ["primitive", "architecture", *[f"rung {i + 1}" for i in range(width - 3)], "highest rung realised"]
-    return (["### Difficulty ladders", "",
-             "Each tunnel at rungs of its own parameters, easiest first (the rung without a suffix is the "
-             "profile's own setting, scored in the table above).", ""]
-            + table(head, body) + ["", _img(f"{FILES}/ladder.png", "scores per rung"), ""])
+    return lines
 
 
 def sweep_ladders_section(folder: Path, sweep: Any, summary: dict[str, Any]) -> list[str]:
-    """A sweep's difficulty ladders over every architecture (a scorecard folder has its own,
-    :func:`ladder_section`): a heat map per primitive scored at several rungs, a row per
-    architecture, a column per rung; the table of the hardest rungs realised is in the summary
-    above."""
+    """A sweep's difficulty ladders (a scorecard's too): a heat map per primitive scored at several
+    rungs, a row per architecture, a column per rung; the table of the hardest rungs realised is in
+    the summary above."""
     from windtunnel.sweep.markdown import ladder_rules
 
     prims = summary.get("primitives") or {}

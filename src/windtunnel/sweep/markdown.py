@@ -77,7 +77,10 @@ def score_text(v: dict[str, Any]) -> str:
 
 def primitives_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[str],
                      paper_claims: dict[str, dict[str, str]] | None) -> str:
-    """Model x primitive: verdict and score (and the paper's claim), in the order of ``rules``."""
+    """Model x primitive: verdict and score (and the paper's claim), in the order of ``rules``. The
+    ``realised`` count (✓ 1, ~ ½) is over the profile's own settings: a ladder's other rungs
+    (``PRIMITIVE@RUNG``) have a column but do not count, so that it counts primitives."""
+    counted = [p for p in rules if "@" not in p] or rules
     head = ["model", *rules, "realised", *(["paper"] if paper_claims else [])]
     body = []
     for model, per in prims.items():
@@ -87,14 +90,14 @@ def primitives_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[st
                 cells.append("-")
                 continue
             v = per[p]
-            count += {"yes": 1.0, "partial": 0.5}.get(v["verdict"], 0.0)
+            count += {"yes": 1.0, "partial": 0.5}.get(v["verdict"], 0.0) if p in counted else 0.0
             cells.append(f"{_MARK[v['verdict']]} {score_text(v)}")
-        cells.append(f"{count:g}/{len(rules)}")
+        cells.append(f"{count:g}/{len(counted)}")
         if paper_claims:
             claim = paper_claims.get(model)
-            if claim and any(p in claim for p in rules):  # a paper that claims none of these primitives: "-"
-                n = sum({"yes": 1.0, "partial": 0.5}.get(claim.get(p), 0.0) for p in rules)
-                cells.append(" ".join(_MARK.get(claim.get(p), "-") for p in rules) + f" ({n:g}/{len(rules)})")
+            if claim and any(p in claim for p in counted):  # a paper that claims none of these primitives: "-"
+                n = sum({"yes": 1.0, "partial": 0.5}.get(claim.get(p), 0.0) for p in counted)
+                cells.append(" ".join(_MARK.get(claim.get(p), "-") for p in counted) + f" ({n:g}/{len(counted)})")
             else:
                 cells.append("-")
         body.append(cells)
