@@ -172,6 +172,7 @@ def test_scorecard_trains_scores_and_diagnoses_a_user_mixer(tmp_path, examples_o
     # the ladder table once (the summary's), then a heat map per laddered primitive
     assert page.count("Difficulty ladders") == 1 and "| continuous (regression@d2, " in page.replace("\\_", "_")
     assert all((out / "report_files" / f).is_file() for f in ("ladder-0_accumulation.png", "ladder-1_continuous.png"))
+    assert page.index("## Difficulty ladders") < page.index("### Ladder heat maps") < page.index("## Scorecard")
     assert (out / "report.html").is_file()
     # the user model's run folder opens, and every analysis that applies runs; the rest say why not
     run = next(p for p in out.iterdir() if p.name.startswith("bijection-my_mixer.EMAMixer-"))

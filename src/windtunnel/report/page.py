@@ -110,7 +110,8 @@ def sweep_report(folder: Path) -> tuple[str, str]:
     summary = write_tables(folder, sweep, runs, old.get("failed"))  # fresh tables from what has finished
     title = f"windtunnel report: sweep {sweep.name}"
     lines = [sweep_markdown(summary, sweep, title), ""]
-    lines += scorecard_section(folder) + sweep_ladders_section(folder, sweep, summary)
+    lines += sweep_ladders_section(folder, sweep, summary)  # under the summary's ladder table
+    lines += scorecard_section(folder)
     lines += tune_section(folder)
     lines += claims_section(folder, runs)
     # each experiment's primitive metric (the sweep's rules)
