@@ -81,22 +81,17 @@ def primitives_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[st
     ``realised`` count (✓ 1, ~ ½) is over the profile's own settings: a ladder's other rungs
     (``PRIMITIVE@RUNG``) have a column but do not count, so that it counts primitives."""
     counted = [p for p in rules if "@" not in p] or rules
+    credit = {"yes": 1.0, "partial": 0.5}
     head = ["model", *rules, "realised", *(["paper"] if paper_claims else [])]
     body = []
     for model, per in prims.items():
-        cells, count = [model], 0.0
-        for p in rules:
-            if p not in per:
-                cells.append("-")
-                continue
-            v = per[p]
-            count += {"yes": 1.0, "partial": 0.5}.get(v["verdict"], 0.0) if p in counted else 0.0
-            cells.append(f"{_MARK[v['verdict']]} {score_text(v)}")
+        cells = [model, *(f"{_MARK[per[p]['verdict']]} {score_text(per[p])}" if p in per else "-" for p in rules)]
+        count = sum(credit.get(per[p]["verdict"], 0.0) for p in counted if p in per)
         cells.append(f"{count:g}/{len(counted)}")
         if paper_claims:
             claim = paper_claims.get(model)
             if claim and any(p in claim for p in counted):  # a paper that claims none of these primitives: "-"
-                n = sum({"yes": 1.0, "partial": 0.5}.get(claim.get(p), 0.0) for p in counted)
+                n = sum(credit.get(claim.get(p), 0.0) for p in counted)
                 cells.append(" ".join(_MARK.get(claim.get(p), "-") for p in counted) + f" ({n:g}/{len(counted)})")
             else:
                 cells.append("-")
