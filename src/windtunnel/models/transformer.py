@@ -20,10 +20,7 @@ from torch import nn
 
 from windtunnel.config import ConfigError
 from windtunnel.models.base import (
-    Capture,
-    InputAdapter,
     ModelConfig,
-    OutputHead,
     Tap,
     WindModel,
     init_normal,
@@ -156,14 +153,14 @@ class Transformer(WindModel):
     has_attention = True
     has_head_ablation = True
 
-    def __init__(self, spec: TaskSpec, config: TransformerConfig | None = None, **params):
-        super().__init__(spec, config, **params)
-        c = self.config
-        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.has_position_table else None, c.init)
+    def build(self, c: TransformerConfig) -> None:
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(Block(c, self.make_attention(c)) for _ in range(c.n_layers))
         self.norm = make_norm(c.norm, c.d_model)
-        self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
+
+    def __init__(self, spec: TaskSpec, config: TransformerConfig | None = None, **params):
+        super().__init__(spec, config, **params)
+        c = self.config
         if c.init == "normal":
             self.apply(init_normal)
         for block in self.blocks:  # parameters with their own initialisation, under either scheme
@@ -176,7 +173,7 @@ class Transformer(WindModel):
         """The token mixer of one block."""
         return self.mixer(cfg)
 
-    def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
+    def mix(self, x: torch.Tensor) -> torch.Tensor:
         x = self.drop(x)
         # On the CPU skip the multiply when no head is masked (checking costs nothing there);
         # on an accelerator always multiply, so that no device sync is needed.

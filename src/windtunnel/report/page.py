@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError
+from windtunnel.evaluate.record import Evaluation
 from windtunnel.files import atomic_write_text
 from windtunnel.report import plots
 from windtunnel.tables import table
@@ -66,7 +67,7 @@ def still_learning(steps: list[int], values: list[float], metric: str) -> tuple[
 
 
 def _main_curves(ev: dict[str, Any], length: str | None = None) -> dict[str, Any]:
-    s = ev["lengths"][length or str(ev["main_length"])]
+    s = Evaluation(ev).at(length)
     return {**s["curves"], "step": s["step"]}
 
 
@@ -140,7 +141,7 @@ def experiment_section(folder: Path, exp: str, slug: str, members: list, rows: l
     primitive's metric in the sweep's rules (None: no rule). Accuracy is shown when that rule, or
     the scorecard's metric for the experiment's task (:func:`~windtunnel.sweep.scorecard.task_metric`),
     is accuracy."""
-    from windtunnel.sweep.scorecard import task_metric
+    from windtunnel.sweep.primitives import task_metric
 
     files = folder / FILES
     lines = [f"## {html.escape(exp, quote=False)}", ""]
@@ -285,7 +286,7 @@ def sweep_ladders_section(folder: Path, sweep: Any, summary: dict[str, Any]) -> 
 def tune_section(folder: Path) -> list[str]:
     """Every tuning search in the folder (``tune-*.json``): the probe metric against the learning
     rate per architecture and task, and each search's table."""
-    from windtunnel.sweep.tune import read_tunes, tune_name
+    from windtunnel.sweep.tune_files import read_tunes, tune_name
 
     docs = [d for d in read_tunes(folder) if "train.lr" in d["spec"]["grid"]]
     if not docs:

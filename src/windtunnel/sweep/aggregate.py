@@ -16,15 +16,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from windtunnel.evaluate.record import METRICS
 from windtunnel.files import atomic_write_text
 from windtunnel.sweep.config import SEED_KEY, Primitives
 from windtunnel.sweep.expand import SweepRun
 from windtunnel.sweep.paper import paper_value
-
-#: for each metric: is lower better (errors) or higher (accuracy)
-LOWER_IS_BETTER = {"entropy_error": True, "kl_bayes_model": True, "kl_model_bayes": True, "accuracy": False}
-_SOURCE = {"entropy_error": "entropy_error_mean_abs", "kl_bayes_model": "kl_bayes_model",
-           "kl_model_bayes": "kl_model_bayes", "accuracy": "accuracy"}
 
 
 def run_rows(run: SweepRun, ev: dict[str, Any]) -> list[dict[str, Any]]:
@@ -41,14 +37,15 @@ def run_rows(run: SweepRun, ev: dict[str, Any]) -> list[dict[str, Any]]:
             "is_main": str(L) == str(main), "n_params": ev.get("n_params"), "steps": ev.get("steps"),
             "train_seconds": round(ev.get("train_seconds", 0.0), 2),
         }
-        for metric, key in _SOURCE.items():
-            if key in s:
-                row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = s[key]["value"], s[key]["lo"], s[key]["hi"]
+        for metric, spec in METRICS.items():
+            if spec.eval_key in s:
+                e = s[spec.eval_key]
+                row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = e["value"], e["lo"], e["hi"]
         base = ev["baselines"].get(str(L), {})
-        for metric, key in _SOURCE.items():
-            have = {name: b[key] for name, b in base.items() if key in b and name != "bayes"}
+        for metric, spec in METRICS.items():
+            have = {name: b[spec.eval_key] for name, b in base.items() if spec.eval_key in b and name != "bayes"}
             if have:
-                pick = (min if LOWER_IS_BETTER[metric] else max)(have, key=have.get)
+                pick = (min if spec.lower_is_better else max)(have, key=have.get)
                 row[f"baseline_{metric}"], row[f"baseline_{metric}_name"] = have[pick], pick
         rows.append(row)
     return rows
@@ -84,7 +81,7 @@ def aggregate(rows: list[dict[str, Any]], paper: str | None = None) -> list[dict
                    train_seconds=round(sum(r["train_seconds"] for r in members) / len(members), 1),
                    runs=" ".join(r["run"] for r in members))
         out["ci"] = f"t over {len(members)} seeds" if len(members) > 1 else "bootstrap over sequences (1 seed)"
-        for metric in _SOURCE:
+        for metric in METRICS:
             vals = [r[metric] for r in members if r.get(metric) is not None]
             if len(vals) != len(members):
                 continue
@@ -107,7 +104,7 @@ def aggregate(rows: list[dict[str, Any]], paper: str | None = None) -> list[dict
 
 def primitive_score(metric: str, value: float, baseline: float) -> float:
     """Fraction of the gap between the best baseline and the exact posterior that ``value`` closes."""
-    if LOWER_IS_BETTER[metric]:
+    if METRICS[metric].lower_is_better:
         return 1.0 - value / baseline if baseline > 0 else float("nan")
     return (value - baseline) / (1.0 - baseline) if baseline < 1 else float("nan")
 

@@ -12,7 +12,6 @@ A sweep file is JSON (shipped ones live in ``src/windtunnel/sweep/configs``)::
 
 from __future__ import annotations
 
-import hashlib
 import json
 from importlib import resources
 from pathlib import Path
@@ -20,14 +19,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, PrivateAttr, model_validator
 
-from windtunnel.config import ConfigError, Override, StrictConfig, parse_overrides
+from windtunnel.compat import sweep_hash_doc
+from windtunnel.config import ConfigError, Override, StrictConfig, parse_overrides, short_hash
+from windtunnel.evaluate.record import ScoredMetric
 
 #: sections of a run config that a grid axis or an override may set (``section.field``)
 SECTIONS = ("task_params", "model_params", "train", "eval")
 #: the grid axis that counts as "seeds" when results are aggregated
 SEED_KEY = "train.seed"
-#: per-run metrics that primitives and tables may use
-METRICS = ("entropy_error", "kl_bayes_model", "accuracy")
 
 
 def _check_key(key: str) -> str:
@@ -116,7 +115,7 @@ class Experiment(_WithOverrides):
 
 class PrimitiveRule(StrictConfig):
     experiment: str = Field(description="experiment name whose results decide this primitive")
-    metric: Literal["entropy_error", "kl_bayes_model", "accuracy"] = Field(
+    metric: ScoredMetric = Field(
         description="metric at the training length; scored as the fraction of the best baseline's gap closed"
     )
     variants: list[str] = Field(
@@ -229,12 +228,7 @@ class SweepConfig(_WithOverrides):
     def content_hash(self) -> str:
         """The hash of what the sweep computes: ``jobs`` (how many run at once) is left out, and so
         is an empty ``model_overrides`` (sweeps written before it existed keep their folders)."""
-        doc = self.model_dump(mode="json", exclude={"jobs"})
-        for exp in doc["experiments"]:
-            if not exp["model_overrides"]:
-                del exp["model_overrides"]
-        blob = json.dumps(doc, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+        return short_hash(sweep_hash_doc(self.model_dump(mode="json", exclude={"jobs"})))
 
 
 # ---------------------------------------------------------------------------------------

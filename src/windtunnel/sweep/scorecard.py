@@ -7,37 +7,34 @@
 counting and change-points (revision), each capacity-matched to the transformer and scored at
 every rung of its difficulty ladder, with the budget of
 ``paper1-quick`` (the quick profiles) or the paper's (``--profile paper``). It is an ordinary
-sweep (run folders, resume, the Ray backend, tables, ``windtunnel report``); this module only
-builds its config and reads its primitives into ``scorecard.json``.
+sweep (run folders, resume, the Ray backend, tables, ``windtunnel report``): this module builds
+its config (:func:`scorecard_sweep`), tunes what the profile commits no rate for
+(:func:`tune_scorecard`), runs it (:func:`run_scorecard`, what the command calls) and reads its
+primitives into ``scorecard.json``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, model_validator
+
 from windtunnel.config import ConfigError, Overrides, as_overrides
 from windtunnel.files import atomic_write_text, jsonable
-from windtunnel.sweep.config import SweepConfig, load_sweep
+from windtunnel.sweep.config import SweepConfig, _WithOverrides, load_sweep
+from windtunnel.sweep.execution import Execution, check_reuse
+from windtunnel.sweep.expand import expand
+from windtunnel.sweep.folders import default_out
 from windtunnel.sweep.markdown import highest_realised
+from windtunnel.sweep.primitives import BUDGET, PRIMITIVES, REFERENCE, budget_execution, tune_configs
+from windtunnel.sweep.run import SweepOutcome, run_sweep
+from windtunnel.sweep.tune import TuneSpec, tune_in_folder
+from windtunnel.sweep.tune_files import tune_name
 from windtunnel.train.config import load_profile, profile_tasks, tuned_train
 
-#: primitive -> (task, metric scored at the training length), in the scorecard's order
-PRIMITIVES: dict[str, tuple[str, str]] = {
-    "accumulation": ("bijection", "kl_bayes_model"),
-    "transport": ("hmm", "kl_bayes_model"),
-    "binding": ("recall", "accuracy"),
-    "continuous": ("regression", "kl_bayes_model"),
-    "sula": ("sula", "kl_bayes_model"),
-    "continuous_transport": ("kalman", "kl_bayes_model"),
-    "counting": ("dirichlet", "kl_bayes_model"),
-    "revision": ("changepoint", "kl_bayes_model"),
-}
-REFERENCE = "transformer"
-#: the shipped sweep whose budget (its overrides, e.g. one thread per run, and jobs) each profile's scorecard takes
-BUDGET = {"quick": "paper1-quick", "paper": "paper1"}
 SCORECARD_FILE = "scorecard.json"
 
 
@@ -74,6 +71,80 @@ def chosen_primitives(profile: str, primitives: list[str] | None) -> list[str]:
 
 def scorecard_models(model: str) -> list[str]:
     return [REFERENCE] if model == REFERENCE else [REFERENCE, model]
+
+
+class ScorecardRequest(_WithOverrides):
+    """One scorecard: ``model`` (a registered architecture or a user's ``package.module:Class``)
+    beside the reference transformer, at the ``profile``'s budget, with ``seeds`` seeds, on the
+    chosen ``primitives`` (None: every one the profile has a tunnel for), at every rung of their
+    ladders (``rungs``), each model's learning rate searched where the profile commits none
+    (``tune``); ``overrides`` (``section.field=value`` text, as on the command line) apply to every run."""
+
+    model: str = Field(min_length=1)
+    profile: str = "quick"
+    seeds: int = Field(1, ge=1, le=100, description="seeds 0..N-1 per run")
+    primitives: list[str] | None = None
+    rungs: bool = Field(True, description="every rung of each tunnel's difficulty ladder, or the profile's own setting alone")
+    tune: bool = Field(True, description="search the learning rate of every model the profile commits none for")
+    overrides: list[str] = Field(default_factory=list, description="section.field=value for every run")
+
+    @model_validator(mode="after")
+    def _check(self):
+        chosen_primitives(self.profile, self.primitives)
+        if self.tune and any(k == "train.lr" for k, _ in self.override_pairs):
+            raise ValueError("--set train.lr=... fixes the learning rate that the scorecard would tune; add --no-tune")
+        return self
+
+    def sweep(self, tuned: dict[str, dict[str, dict[str, Any]]] | None = None) -> SweepConfig:
+        """The sweep behind it (:func:`scorecard_sweep`)."""
+        return scorecard_sweep(self.model, self.profile, self.seeds, self.primitives, self.rungs, tuned)
+
+
+@dataclass
+class ScorecardOutcome:
+    """What :func:`run_scorecard` did: the sweep's outcome and ``scorecard.json``."""
+
+    sweep: SweepOutcome
+    doc: dict[str, Any]
+
+    @property
+    def out(self) -> Path:
+        return self.sweep.out
+
+
+def run_scorecard(request: ScorecardRequest, out: Path | str | None = None,
+                  execution: Execution | None = None) -> ScorecardOutcome:
+    """``windtunnel scorecard``: check everything (the model, the overrides on every run, the
+    backend, the reuse folders), tune what the profile commits no rate for, run the sweep in
+    ``out`` (default: :func:`~windtunnel.sweep.folders.default_out` of its config and the
+    overrides as written), and write ``scorecard.json``."""
+    execution = execution or Execution()
+    sweep = request.sweep()
+    expand(sweep, request.override_pairs)  # the model and the overrides, on every run, before anything is written
+    folder = Path(out) if out is not None else default_out(sweep, request.overrides)
+    check_reuse(execution.reuse, folder)
+    with execution.session():  # a Ray cluster that cannot be started or joined, before the tuning writes
+        tuned = tune_scorecard(request, folder, execution) if request.tune else None
+        if tuned is not None:
+            sweep = request.sweep(tuned)
+        outcome = run_sweep(sweep, folder, execution, overrides=request.override_pairs)
+    doc = write_scorecard(outcome.out, outcome.summary, sweep, request.model, tuned, request.override_pairs)
+    return ScorecardOutcome(outcome, doc)
+
+
+def scorecard_lines(doc: dict[str, Any]) -> list[str]:
+    """The scorecard as the command prints it: a line per primitive (each model's verdict and
+    score, the highest rung realised where there is a ladder) and the cautions behind it."""
+    model, lines = doc["model"], []
+    for prim, row in doc["primitives"].items():
+        cells = [f"{who}: " + (f"{r['verdict']} {r['score']:.2f}" if r and r.get("score") is not None else "-")
+                 for who, r in (("model", row["model"]), ("transformer", row[REFERENCE]))]
+        highest = [f"{who}: {doc['highest'][name].get(prim) or 'none'}" for who, name in
+                   (("model", model), ("transformer", REFERENCE)) if len(doc["ladder"][prim]) > 1]
+        lines.append(f"{prim:<13} ({row['task']}, {row['metric']}): " + "; ".join(cells)
+                     + (f"  [highest rung realised: {'; '.join(highest)}]" if highest else ""))
+        lines += [f"  caution: {c}" for c in scorecard_cautions(row)]
+    return lines
 
 
 def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
@@ -114,63 +185,28 @@ def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
     return SweepConfig.build(doc, where="scorecard")
 
 
-def budget_overrides(profile: str, overrides: Overrides | None = None) -> list:
-    """The overrides of the sweep whose budget a profile's scorecard takes (one thread per run for
-    ``quick``), then ``overrides``."""
-    budget = load_sweep(BUDGET[profile]) if profile in BUDGET else None
-    return [*(budget.override_pairs if budget else []), *as_overrides(overrides)]
-
-
-def budget_jobs(profile: str, jobs: int | str | None, configs: list) -> int:
-    """How many runs train at once: ``jobs``, else the budget sweep's (``auto`` for ``quick``)."""
-    from windtunnel.sweep.expand import SweepRun
-    from windtunnel.sweep.run import resolve_jobs
-
-    if jobs is None:
-        jobs = load_sweep(BUDGET[profile]).jobs if profile in BUDGET else 1
-    return resolve_jobs(jobs, [SweepRun(c, c.task) for c in configs])
-
-
-def tune_configs(task: str, models: list[str], profile: str = "quick", overrides: Overrides | None = None) -> list:
-    """The run configs a search starts from: each model on ``task`` at the profile's own rung with
-    the scorecard's budget, capacity-matched to the transformer (its runs are the scorecard's)."""
-    from windtunnel.sweep.expand import matched_configs
-
-    both = [REFERENCE, *[m for m in models if m != REFERENCE]]
-    configs = matched_configs(task, both, profile, budget_overrides(profile, overrides), REFERENCE)
-    return [c for c in configs if c.model in models]
-
-
-def tune_scorecard(model: str, out: Path, profile: str = "quick", primitives: list[str] | None = None,
-                   overrides: Overrides | None = None, jobs: int | str | None = None,
-                   log: Callable[[str], None] = print, reuse: list[Path] | tuple = ()) -> dict[str, dict[str, dict[str, Any]]]:
+def tune_scorecard(request: ScorecardRequest, out: Path, execution: Execution) -> dict[str, dict[str, dict[str, Any]]]:
     """Tune, by :func:`~windtunnel.sweep.tune.tune` at each tunnel's own rung, every model of the
     scorecard whose profile commits no setting for it (the transformer included), all searches at
-    once (:func:`~windtunnel.sweep.tune.tune_many`: each stage's candidates share the workers); returns
-    ``{task: {model: best grid point}}`` for :func:`scorecard_sweep`. The candidates' runs live in
-    ``out`` beside the scorecard's, so the winner's run is the scorecard's run; ``reuse`` folders'
-    candidates (an earlier scorecard's) are copied in first."""
-    from windtunnel.sweep.tune import TuneSpec, tune_many_in_folder
-
+    once (each stage's candidates share the workers); returns ``{task: {model: best grid point}}``
+    for :func:`scorecard_sweep`. The candidates' runs live in ``out`` beside the scorecard's, so
+    the winner's run is the scorecard's run; the candidates of ``execution.reuse`` folders (an
+    earlier scorecard's) are copied in first."""
     searches = []
-    for prim in chosen_primitives(profile, primitives):
+    for prim in chosen_primitives(request.profile, request.primitives):
         task, metric = PRIMITIVES[prim]
-        committed = load_profile(profile, task).get("tuned", {})
-        todo = [m for m in scorecard_models(model) if m not in committed]
+        committed = load_profile(request.profile, task).get("tuned", {})
+        todo = [m for m in scorecard_models(request.model) if m not in committed]
         if todo:
-            searches += [(cfg, TuneSpec(metric=metric)) for cfg in tune_configs(task, todo, profile, overrides)]
+            searches += [(cfg, TuneSpec(metric=metric))
+                         for cfg in tune_configs(task, todo, request.profile, request.override_pairs)]
     tuned: dict[str, dict[str, dict[str, Any]]] = {}
     if not searches:
         return tuned
-    n = budget_jobs(profile, jobs, [cfg for cfg, _ in searches])
-    for res in tune_many_in_folder(searches, out, n, log, reuse):
+    here = budget_execution(request.profile, execution.local(), [cfg for cfg, _ in searches])
+    for res in tune_in_folder(searches, out, here):
         tuned.setdefault(res.task, {})[res.model] = res.best
     return tuned
-
-
-def task_metric(task: str) -> str:
-    """The metric a task's primitive is scored by (KL for a task outside the scorecard)."""
-    return next((metric for t, metric in PRIMITIVES.values() if t == task), "kl_bayes_model")
 
 
 def tuning_of(out: Path | None, profile: str, task: str, model: str, searched: bool = False,
@@ -181,8 +217,6 @@ def tuning_of(out: Path | None, profile: str, task: str, model: str, searched: b
     scorecard tuned this model on this tunnel), the search in ``out``
     (``tune-<task>-<model>.json``: its best point and its cautions), else None (the profile's
     shared rate)."""
-    from windtunnel.sweep.tune import tune_name
-
     lr = [v for k, v in as_overrides(overrides) if k == "train.lr"]
     if lr:
         return {"source": "--set", "best": {"train.lr": lr[-1]}, "cautions": []}
@@ -217,10 +251,10 @@ def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str, out: 
                                                            overrides) for who in (model, REFERENCE)}}
         ladders.setdefault(prim, []).append({"rung": rung or "profile", **row})
     exps = {e.label(t): e for e in sweep.experiments for t in e.tasks()}
-    for steps in ladders.values():
-        for step in steps:
-            step["params"] = dict(exps[step["experiment"]].override_pairs)
-    highest = {who: {prim: highest_realised([(s["experiment"], s[key]) for s in steps]) for prim, steps in ladders.items()}
+    for rungs in ladders.values():
+        for rung in rungs:
+            rung["params"] = dict(exps[rung["experiment"]].override_pairs)
+    highest = {who: {prim: highest_realised([(r["experiment"], r[key]) for r in rungs]) for prim, rungs in ladders.items()}
                for who, key in ((model, "model"), (REFERENCE, REFERENCE))}
     return {"model": model, "reference": REFERENCE, "profile": sweep.profile, "seeds": sweep.grid["train.seed"],
             "realised": sweep.primitives.realised, "partial": sweep.primitives.partial,

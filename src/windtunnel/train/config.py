@@ -11,7 +11,6 @@ content hash names the run directory.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import math
 from importlib import resources
@@ -20,7 +19,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from windtunnel.config import ConfigError, Overrides, StrictConfig, as_overrides, forced_overrides
+from windtunnel.compat import run_hash_doc
+from windtunnel.config import ConfigError, Overrides, StrictConfig, as_overrides, forced_overrides, short_hash
 from windtunnel.registry import is_import_path
 
 
@@ -90,11 +90,8 @@ class RunConfig(StrictConfig):
     profile: str | None = Field(None, description="the profile this run started from (recorded, not used)")
 
     def content_hash(self) -> str:
-        doc = self.model_dump(mode="json")
-        if doc["train"]["curriculum"] is None:  # added later: unset, it leaves the earlier runs' folder names as they were
-            del doc["train"]["curriculum"]
-        blob = json.dumps(doc, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+        """The hash of the resolved config that names the run's folder (:func:`~windtunnel.config.short_hash`)."""
+        return short_hash(run_hash_doc(self.model_dump(mode="json")))
 
     def run_name(self) -> str:
         return f"{self.task.replace(':', '.')}-{self.model.replace(':', '.')}-{self.content_hash()}"  # a user's module:Class

@@ -27,9 +27,9 @@ from windtunnel.train.build import build
 from windtunnel.train.checkpoint import CheckpointError, list_checkpoints, load_weights, read_state
 from windtunnel.train.config import RunConfig, read_run_config
 
-CONFIG = "config.json"
-METRICS = "metrics.jsonl"
-EVAL = "eval.json"
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+EVAL_FILE = "eval.json"
 
 
 class RunDir:
@@ -44,15 +44,15 @@ class RunDir:
 
     @property
     def config_path(self) -> Path:
-        return self.path / CONFIG
+        return self.path / CONFIG_FILE
 
     @property
     def metrics_path(self) -> Path:
-        return self.path / METRICS
+        return self.path / METRICS_FILE
 
     @property
     def eval_path(self) -> Path:
-        return self.path / EVAL
+        return self.path / EVAL_FILE
 
     @classmethod
     def open(cls, path: Path | str, not_a_run: type[Exception] = ConfigError) -> RunDir:

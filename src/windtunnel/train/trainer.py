@@ -21,8 +21,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from windtunnel.compat import deprecated
 from windtunnel.config import ConfigError
 from windtunnel.evaluate.evaluator import evaluate, probe_metrics, sample_eval
+from windtunnel.evaluate.record import Evaluation
 from windtunnel.files import append_text, atomic_write_text
 from windtunnel.interrupt import StopFlag, stop_on_signals
 from windtunnel.lock import folder_lock
@@ -32,7 +34,7 @@ from windtunnel.train.checkpoint import latest_resumable, load_resume, log_space
 from windtunnel.train.config import RunConfig, TrainConfig
 from windtunnel.train.progress import progress_bar
 from windtunnel.train.rundir import RunDir
-from windtunnel.train.tracking import Tracking, flatten, parse_trackers
+from windtunnel.train.tracking import Trackers, Tracking, flatten
 
 
 class TrainingError(RuntimeError):
@@ -105,8 +107,7 @@ def check_loss(kind: str, task: Task) -> str:
 # The loop
 # ---------------------------------------------------------------------------------------
 def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluate_at_end: bool = True,
-          stop_at: int | None = None, trackers: str | Sequence[str] = (),
-          tracking_group: Path | str | None = None) -> RunResult:
+          stop_at: int | None = None, trackers: Trackers | str | Sequence[str] = (), **legacy: Any) -> RunResult:
     """Train (or resume, or just load a finished) run in ``run_dir`` and evaluate it.
 
     The run directory is locked while this runs (:mod:`windtunnel.lock`). A SIGINT or SIGTERM
@@ -117,12 +118,18 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
     trains the very run of ``config`` (same schedule, same data) up to ``stop_at`` steps, writes
     a resumable checkpoint and returns without evaluating; a later call continues it exactly.
 
-    ``trackers`` (``"tensorboard"``, ``"mlflow"``, ``"wandb"``, or several) logs the run to
-    experiment trackers as well (:mod:`windtunnel.train.tracking`; ``tracking_group``: the sweep
-    folder of a sweep's run); the plots are then written to ``plots/`` and logged with the evaluation.
+    ``trackers`` (``"tensorboard"``, ``"mlflow"``, ``"wandb"``, or several; or
+    :class:`~windtunnel.train.tracking.Trackers`, checked already, with the sweep folder as their
+    group) logs the run to experiment trackers as well (:mod:`windtunnel.train.tracking`); the
+    plots are then written to ``plots/`` and logged with the evaluation.
     """
     run_dir = Path(run_dir)
-    names = parse_trackers(trackers)  # unknown names and missing extras, before anything is written
+    group = legacy.pop("tracking_group", None)
+    if legacy:
+        raise TypeError(f"train() got unexpected keyword argument(s): {', '.join(legacy)}")
+    if group is not None:
+        deprecated("train(tracking_group=...)", "train(trackers=Trackers.parse(names, group=...))")
+    trackers = Trackers.parse(trackers, group)  # unknown names and missing extras, before anything is written
     tc = config.train
     device = resolve_device(tc.device)
     if tc.threads:
@@ -134,7 +141,7 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
         run.write_config(config)
         model.to(device)
         end = tc.steps if stop_at is None else min(max(0, stop_at), tc.steps)
-        tracking = Tracking(names, run_dir, tracking_group)
+        tracking = Tracking(trackers, run_dir)
         try:
             step, seconds = _train_loop(config, run, task, model, loss_kind, device, progress, stop, end, tracking)
             result_eval: dict[str, Any] = {}
@@ -160,7 +167,7 @@ def write_run_plots(run_dir: Path | str, ev: dict[str, Any]) -> list[Path]:
     from windtunnel.evaluate.plots import calibration_plot, length_plot
 
     run_dir = Path(run_dir)
-    main = ev["lengths"][str(ev["main_length"])]
+    main = Evaluation(ev).main
     paths = [calibration_plot({"model": {**main["curves"], "step": main["step"]}}, run_dir / "plots" / "calibration.png")]
     if len(ev["lengths"]) > 1:
         paths.append(length_plot(ev["lengths"], run_dir / "plots" / "lengths.png"))
@@ -300,6 +307,23 @@ def _train_loop(config: RunConfig, run: RunDir, task: Task, model: torch.nn.Modu
             write_metrics()
     bar.close()
     return step, seconds
+
+
+def reevaluate(run_dir: Path | str) -> tuple[dict[str, Any], int | None]:
+    """``windtunnel eval``: evaluate the newest checkpoint of the run in ``run_dir`` on the held-out
+    stream, write ``eval.json`` and its plots; returns the evaluation and, when the run stopped
+    before its end, its ``train.steps`` (None otherwise)."""
+    from windtunnel.train.checkpoint import CheckpointError
+
+    run = RunDir.open(run_dir, not_a_run=CheckpointError)
+    cfg = run.config
+    step, _ = run.checkpoint(purpose="evaluate")
+    task, model = run.load_model(step)
+    result = evaluate_run(model, task, cfg)
+    result.update(n_params=model.n_params(), steps=step, train_seconds=run.state(step).get("train_seconds", 0.0))
+    run.write_eval(result)
+    write_run_plots(run_dir, result)
+    return result, (cfg.train.steps if step < cfg.train.steps else None)
 
 
 def evaluate_run(model: torch.nn.Module, task: Task, config: RunConfig) -> dict[str, Any]:
