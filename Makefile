@@ -2,12 +2,18 @@
 # Each sets up .venv first (idempotent, seconds when already done).
 # Optional extras: `make setup EXTRAS=llm` (transformers, accelerate, gguf), EXTRAS=ray, or
 # EXTRAS=llm,ray; extras installed once stay installed (see scripts/setup.sh).
-.PHONY: setup run test test-slow bench
+# Which torch build: TORCH_INDEX=auto (default: PyTorch's CPU index on Linux x86-64 unless pip is
+# configured with local wheels), TORCH_INDEX=URL (an index of your choice, e.g. a CUDA one:
+# https://download.pytorch.org/whl/cu126) or TORCH_INDEX=none (pip's own configuration).
+# `make docs` builds the documentation site into site/ (strict: a broken link fails it);
+# `make results` renders docs/results/ and the README's tables from results/.
+.PHONY: setup run test test-slow bench docs results
 
 EXTRAS ?=
+TORCH_INDEX ?= auto
 
 setup:
-	@WINDTUNNEL_EXTRAS=$(EXTRAS) ./scripts/setup.sh
+	@WINDTUNNEL_EXTRAS=$(EXTRAS) WINDTUNNEL_TORCH_INDEX=$(TORCH_INDEX) ./scripts/setup.sh
 
 run: setup
 	.venv/bin/windtunnel run $(ARGS)
@@ -20,3 +26,11 @@ test-slow: setup
 
 bench: setup
 	.venv/bin/python benchmarks/run_all.py $(ARGS)
+
+docs:
+	@WINDTUNNEL_EXTRAS=docs WINDTUNNEL_TORCH_INDEX=$(TORCH_INDEX) ./scripts/setup.sh
+	.venv/bin/python scripts/render_cli.py
+	.venv/bin/mkdocs build --strict $(ARGS)
+
+results: setup
+	.venv/bin/python scripts/render_results.py

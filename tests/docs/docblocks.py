@@ -199,8 +199,8 @@ def _check_fit(lang: str, clauses: tuple[Clause, ...]) -> str:
 
 
 def doc_files(root: Path = ROOT) -> list[Path]:
-    """README.md and docs/*.md."""
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    """README.md and every page of docs/ (the generated results pages included)."""
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
 
 
 def all_blocks(root: Path = ROOT) -> list[Block]:

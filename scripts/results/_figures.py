@@ -1,0 +1,54 @@
+"""Figures of the results pages: one matplotlib style, and PNG files whose bytes depend only on
+the plotted data and the matplotlib version (no timestamp, no software tag, fixed fonts).
+
+Beside every ``NAME.png`` the renderer writes ``NAME.json``: the data the figure plots and the
+matplotlib version that drew it. The test of the pages compares that data always, and the PNG's
+bytes where the installed matplotlib is the one recorded (other versions rasterise differently).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+STYLE = {
+    "font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
+    "legend.fontsize": 8, "xtick.labelsize": 8, "ytick.labelsize": 8, "figure.dpi": 100,
+    "savefig.dpi": 100, "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
+    "axes.spines.right": False, "svg.hashsalt": "windtunnel", "path.simplify": False,
+    "lines.linewidth": 1.4, "lines.markersize": 3.5, "image.cmap": "RdYlGn",
+}
+MODELS = ("transformer", "mamba", "lstm", "mlp", "gru", "linear_attention", "deltanet", "swa_transformer", "hybrid")
+
+
+def color(model: str) -> str:
+    """One colour per architecture on every page (tab10, in MODELS order; grey for others)."""
+    base = model.split(" ")[0]
+    return f"C{MODELS.index(base)}" if base in MODELS else "0.4"
+
+
+def figure(width: float = 6.4, height: float = 3.6, **kw):
+    plt.rcdefaults()
+    plt.rcParams.update(STYLE)
+    return plt.subplots(figsize=(width, height), **kw)
+
+
+def png_bytes(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None}, bbox_inches="tight", pad_inches=0.05)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def version() -> str:
+    return matplotlib.__version__

@@ -1,0 +1,59 @@
+"""The main job (`windtunnel run`): its table, its calibration plot, bf16 and the per-position control."""
+
+from _lib import Context, number
+
+TITLE = "The main job"
+NAV = ""
+ORDER = 10
+
+
+def render(ctx: Context) -> str:
+    import _plots
+
+    if not (ctx.data_dir / "calibration.json").exists():  # DEV-GUARD
+        return ctx.page(figures={"calibration": "(calibration pending)"})
+    cal = ctx.data("calibration")
+    ctx.used.add("main-job/calibration")
+    figure = ctx.figure("calibration", _plots.calibration, calibration_data(cal),
+                        "Predictive entropy per position against Bayes, and the per-position entropy error")
+    return ctx.page(figures={"calibration": figure + "\n\n" + _source(ctx, cal)})
+
+
+def calibration_data(cal: dict) -> dict:
+    return {"title": cal["title"], "k": cal["k"], "h_bayes": [number(v) for v in cal["h_bayes"]],
+            "models": {m: {"h_model": [number(v) for v in c["h_model"]], "abs_dh": [number(v) for v in c["abs_dh"]]}
+                       for m, c in cal["models"].items()}}
+
+
+def _source(ctx: Context, rec: dict) -> str:
+    from _lib import provenance_line
+
+    return provenance_line(rec["provenance"], "main-job/calibration.json")
+
+
+def blocks(ctx: Context) -> dict[str, str]:
+    """The README's table of the four commands: the time each took on 2 CPU cores, from the
+    records of the main job, paper1-quick and the scorecard's cost."""
+    main, p1 = ctx.data("recorded"), ctx.data("timing", "paper1-quick")
+    cost = {r["what_is_trained"]: r for r in ctx.data("budget", "scorecard-cost")["rows"]}
+    committed = next(r for k, r in cost.items() if k.startswith("the transformer's rates committed"))
+    reused = next(r for k, r in cost.items() if "reused" in k)
+    transformer = next(r for r in main["rows"] if r["model"] == "transformer")
+    rows = [
+        ("the main job", main["provenance"]["wall_time"],
+         "the table of the four architectures below, and the folder with `summary.md`, `table.csv`, `calibration.png`",
+         "main-job.md"),
+        ("train one model", f"{transformer['train_s']} s of training (the main job's transformer)",
+         "a progress bar, then the run folder and its evaluation: entropy error, KL and accuracy with 95% intervals",
+         "main-job.md"),
+        ("score your own architecture", f"{committed['wall_time_on_2_cores']} ({reused['wall_time_on_2_cores']} with `--reuse`)",
+         "a verdict and score per primitive beside the transformer's, and `scorecard.json` with `report.html`",
+         "mixers-scorecard.md#what-a-scorecard-costs-and-reuse"),
+        ("Paper I's comparison", p1["provenance"]["wall_time"],
+         "the comparison table with the paper's numbers beside ours, and the primitives table",
+         "paper1-quick.md"),
+    ]
+    lines = ["| command | time on 2 CPU cores | what it prints |", "|---|---|---|"]
+    lines += [f"| {what} | [{time}](docs/results/{page}) | {prints} |" for what, time, prints, page in rows]
+    return {"readme-commands": "\n".join(lines),
+            "readme-main-job": ctx.table("recorded", title=False).replace("<small>", "<sub>").replace("</small>", "</sub>")}

@@ -1,0 +1,28 @@
+"""Paper I's comparison on the quick profiles (`paper1-quick`), how its settings were found, and
+the score ruler drawn with its measured transport scores."""
+
+from _lib import Context, number
+
+TITLE = "Paper I's comparison (paper1-quick)"
+NAV = ""
+ORDER = 20
+HMM = "hmm_entropy_error_kl_at_k_20_30_50_bits_score"
+BIJECTION = "bijection_entropy_error_kl_bits_score"
+RECALL = "recall_accuracy_95_ci_score"
+
+
+def render(ctx: Context) -> str:
+    import _plots
+
+    ruler = ctx.figure("ruler", _plots.ruler, ruler_data(ctx.data("seed0")),
+                       "The score ruler: 0 is the best baseline, 1 is Bayes; HMM transport scores of paper1-quick, seed 0")
+    return ctx.page(owns=("quick-settings",), figures={"ruler": ruler})
+
+
+def ruler_data(rec: dict) -> dict:
+    """A few of seed 0's scores, spread over the ruler: HMM transport for the transformer, Mamba
+    and the LSTM, bijection accumulation for the LSTM, recall binding for Mamba."""
+    rows = {r["model"]: r for r in rec["rows"]}
+    picks = [("transformer", HMM, "transformer, HMM"), ("mamba", HMM, "Mamba, HMM"), ("lstm", HMM, "LSTM, HMM"),
+             ("lstm", BIJECTION, "LSTM, bijection"), ("mlp (flattened prefix)", RECALL, "MLP, recall")]
+    return {"points": [[label, number(rows[m][col]["score"])] for m, col, label in picks]}

@@ -1,0 +1,60 @@
+"""The results pages are data: docs/results/, the README's generated tables and the site's Results
+nav are rendered from results/ (scripts/render_results.py), and must not differ from a fresh
+rendering. Fix a failure with `make results` (or `python scripts/render_results.py`), after
+changing the data or scripts/results/, never by editing a generated page."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _renderer():
+    spec = importlib.util.spec_from_file_location("render_results", ROOT / "scripts" / "render_results.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("render_results", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def renderer():
+    pytest.importorskip("matplotlib")
+    return _renderer()
+
+
+def test_committed_pages_match_the_data(renderer):
+    problems = renderer.check(ROOT)
+    assert not problems, "the results pages differ from their data (run make results):\n" + "\n".join(problems)
+
+
+def test_rendering_is_deterministic(renderer):
+    first, blocks1, _ = renderer.render(ROOT)
+    second, blocks2, _ = renderer.render(ROOT)
+    assert first == second and blocks1 == blocks2
+
+
+def test_every_record_has_its_provenance(renderer):
+    assert renderer.provenance_errors(ROOT) == []
+
+
+def test_a_changed_number_is_caught(renderer, tmp_path):
+    """Copy the repository's results, pages and README, change one number of the main job's
+    table, and the check names the page it no longer matches."""
+    import shutil
+
+    for rel in ("results", "docs", "scripts"):
+        shutil.copytree(ROOT / rel, tmp_path / rel)
+    for rel in ("README.md", "mkdocs.yml"):
+        shutil.copy2(ROOT / rel, tmp_path / rel)
+    rec = tmp_path / "results" / "main-job" / "recorded.json"
+    text = rec.read_text()
+    assert "0.0425" in text
+    rec.write_text(text.replace("0.0425", "0.0426", 1))
+    problems = renderer.check(tmp_path)
+    assert any("main-job.md" in p for p in problems) and any("README.md" in p for p in problems), problems
