@@ -73,6 +73,26 @@ class Context:
         self.files[f"{stem}.json"] = (json.dumps(sidecar, indent=1, default=_plain, ensure_ascii=False) + "\n").encode()
         return f"![{caption}]({stem}.png)"
 
+    def curves(self, name: str, topic: str, *, every: int, unit: str, ylabel: str, log: bool = True) -> str:
+        """A learning-curve table (one row per run: its label, maybe its ``lr``, and one column of
+        values every ``every`` ``unit``) drawn as a plot, one line per row; the markdown image."""
+        rec = self.data(name, topic)
+        series_key = next(c["key"] for c in rec["columns"] if all(isinstance(r.get(c["key"]), list) for r in rec["rows"]))
+        label_key = rec["columns"][0]["key"]
+        full = max(len(r[series_key]) for r in rec["rows"] if "..." not in r[series_key])
+        series, xs = {}, {}
+        for row in rec["rows"]:
+            label = str(row[label_key]) + (f" (lr {format_cell(row['lr'], {'sci': True})})" if "lr" in row else "")
+            values = row[series_key]
+            cut = values.index("...") if "..." in values else len(values)  # values after "..." are the run's last
+            steps = [*range(1, cut + 1), *range(full - (len(values) - cut - 1) + 1, full + 1)]
+            points = [(every * k, number(v)) for k, v in zip(steps, [*values[:cut], *values[cut + 1:]])]
+            xs[label], series[label] = [x for x, _ in points], [y for _, y in points]
+        data = {"xs": xs, "series": series, "xlabel": unit, "ylabel": ylabel, "log": log, "title": ""}
+        import _plots
+
+        return self.figure(f"{topic}-{name}" if topic != self.topic else name, _plots.curves, data, rec.get("title", name))
+
     # -- templates --------------------------------------------------------------------------
     def template(self, text: str, tables: dict[str, str] | None = None, figures: dict[str, str] | None = None) -> str:
         """Fill ``{{ table NAME }}`` (a table of this topic, or one given in ``tables``) and

@@ -14,7 +14,10 @@ def render(ctx: Context) -> str:
 
     figure = ctx.figure("heatmap", _plots.heatmap, heatmap_data(ctx.data("scorecard")),
                         "The primitive scorecard: each mixer's score per primitive (0 = the best baseline, 1 = Bayes)")
-    return ctx.page(owns=("ladders", "new-tunnels", "scorecard-cost", "capacity"), figures={"heatmap": figure})
+    kalman = ctx.curves("kalman-curves", "new-tunnels", every=150, unit="training step",
+                        ylabel="probe KL(Bayes‖model) (bits)")
+    return ctx.page(owns=("ladders", "new-tunnels", "scorecard-cost", "capacity"),
+                    figures={"heatmap": figure, "kalman-curves": kalman})
 
 
 def heatmap_data(rec: dict) -> dict:

@@ -16,7 +16,9 @@ def render(ctx: Context) -> str:
 
     ruler = ctx.figure("ruler", _plots.ruler, ruler_data(ctx.data("seed0")),
                        "The score ruler: 0 is the best baseline, 1 is Bayes; HMM transport scores of paper1-quick, seed 0")
-    return ctx.page(owns=("quick-settings",), figures={"ruler": ruler})
+    curves = ctx.curves("hmm-curves", "quick-settings", every=10, unit="% of the run's steps",
+                        ylabel="probe KL(Bayes‖model) at K = 20 (bits)")
+    return ctx.page(owns=("quick-settings",), figures={"ruler": ruler, "hmm-curves": curves})
 
 
 def ruler_data(rec: dict) -> dict:

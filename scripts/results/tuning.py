@@ -9,4 +9,7 @@ ORDER = 40
 
 def render(ctx: Context) -> str:
     searches = ("bijection", "changepoint", "dirichlet", "hmm", "kalman", "recall", "regression", "sula")
-    return ctx.page(owns=tuple(f"tuning-{s}" for s in searches))
+    kl = "probe KL(Bayes‖model) (bits)"
+    figures = {"hmm-winner-curves": ctx.curves("winner-curves", "tuning-hmm", every=150, unit="training step", ylabel=kl),
+               "regression-curves": ctx.curves("curves", "tuning-regression", every=150, unit="training step", ylabel=kl)}
+    return ctx.page(owns=tuple(f"tuning-{s}" for s in searches), figures=figures)
