@@ -30,7 +30,7 @@ bench: setup
 docs:
 	@WINDTUNNEL_EXTRAS=docs WINDTUNNEL_TORCH_INDEX=$(TORCH_INDEX) ./scripts/setup.sh
 	.venv/bin/python scripts/render_cli.py
-	.venv/bin/mkdocs build --strict $(ARGS)
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict $(ARGS)
 
 results: setup
 	.venv/bin/python scripts/render_results.py
