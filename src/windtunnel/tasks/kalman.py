@@ -1,64 +1,16 @@
 """Kalman filtering in context (continuous transport): a fresh linear-Gaussian state-space model
-per sequence, shown in a header, then its observations.
+per sequence, shown in a header, then its observations. The essay (draws, baselines, the choices
+that are ours, the references) is in docs/tasks.md, "kalman"; the contract:
 
-Generative process (every sequence its own model, all in float64)::
-
-    x_1 ~ N(0, P0),               P0 = I_n (fixed; stored in the latent as ``P0``)
-    x_{t+1} = A x_t + w_t,        w_t ~ N(0, Q)
-    y_t     = C x_t + v_t,        v_t ~ N(0, R),   t = 1..K, y_t scalar (C is 1 x n)
-
-Draws: A = rho U with U a Haar-random orthogonal n x n matrix (the Q of a Gaussian matrix's QR
-with a positive diagonal in R, :func:`haar_orthogonal`) and rho ~ U(``rho_min``, ``rho_max``), so
-every eigenvalue of A has modulus rho < 1 (a stable A; n = 1 gives A = +-rho); C has N(0, 1/n)
-entries (so E|C|^2 = 1);
-Q = diag(q_1..q_n) with q_i log-uniform in [``q_min``, ``q_max``]; R log-uniform in
-[``r_min``, ``r_max``]. A, C, Q and R are rounded to float32 (the precision of the input vectors)
-before anything else uses them, and so are the observations y: the exact posterior is computed in
-float64 from exactly the numbers the model sees.
-
-Input vectors, width D = 2n + 5, one token per row::
-
-    channels 0..n-1    vector payload: row i of A, or C, or diag(Q)
-    channel  n         scalar payload: R, or y_t
-    channels n+1..2n   type flag "row i of A" (one-hot over i = 0..n-1)
-    channel  2n+1      type flag C
-    channel  2n+2      type flag diag(Q)
-    channel  2n+3      type flag R
-    channel  2n+4      type flag y
-
-The sequence is ``A[0] .. A[n-1], C, Q, R`` (header, n + 3 tokens) then ``y_1 .. y_K``: length
-n + 3 + K. P0 = I is fixed for every sequence and is not shown.
-
-Scored (K positions, step k = 1..K): the last header token (R) predicts y_1 with the prior
-predictive N(C m_1, C P0 C' + R), m_1 = 0; the token y_t predicts y_{t+1} (t = 1..K-1) with the
-Kalman filter's predictive N(C A x̂_{t|t}, C (A P_{t|t} A' + Q) C' + R). The filter runs in
-float64, vectorised over the batch, a loop over the K steps (:func:`kalman_filter`; on the CPU
-the loop runs on NumPy views of the tensors, whose calls cost a third of torch's). Entropy is
-the Gaussian's differential entropy in bits; models are compared by Gaussian KL.
-
-Latent (everything to recompute the predictive by hand): ``A`` (B, n, n), ``C`` (B, n), ``Q``
-(B, n, n) (diagonal), ``R`` (B,), ``P0`` (B, n, n), the true states ``x`` (B, K, n), the
-observations ``y`` (B, K) and the filtered means x̂_{t|t} as ``filter_mean`` (B, K, n),
-t = 1..K (the scored position of step k >= 2 has seen y_1..y_{k-1}: its filter mean is
-``filter_mean[:, k-2]``; the geometry probe :mod:`windtunnel.geometry.filter_probe` reads it).
-
-Baselines:
-
-- ``prior``: context-blind, it knows A, C, Q, R but ignores the observations:
-  N(0, C P_t C' + R) with P_1 = P0, P_{t+1} = A P_t A' + Q (the marginal of y_t).
-- ``no_dynamics``: the filter run with A = 0 (the analogue of the HMM's emission-only: it knows
-  the observation model C, R and the noise, not the dynamics). With A = 0 the states are
-  independent, so the observations say nothing about the next one: N(0, C P0 C' + R) for y_1,
-  N(0, C Q C' + R) after.
-- ``last_observation``: mean y_t (a random-walk forecast), variance the marginal variance of
-  y_{t+1} - y_t under the true model, C ((A - I) P_t (A - I)' + Q) C' + 2R with P_t the prior
-  state covariance above: the variance of this forecast's error averaged over the observations,
-  so the baseline is calibrated (not over-confident); at the first position the prior.
-
-Reference: in-context Kalman filtering with F, H, Q, R given in the context (Akram & Vikalo,
-arXiv 2410.16546); Mamba as a neural filter (arXiv 2601.21266). Ours: a scalar y (so the existing
-Gaussian head applies), the A draw (rho times a Haar orthogonal matrix), the diagonal Q, P0 = I
-and the baselines' variances.
+- x_1 ~ N(0, I_n), x_{t+1} = A x_t + w_t (w ~ N(0, Q)), scalar y_t = C x_t + v_t (v ~ N(0, R)),
+  t = 1..K, all in float64; A, C, Q, R and y rounded to float32 first (the model's precision).
+- Inputs: vectors of width 2n + 5 (payload channels 0..n, then one-hot type flags "row i of A",
+  C, diag(Q), R, y); the sequence ``A[0] .. A[n-1], C, Q, R, y_1 .. y_K`` (length n + 3 + K).
+- Scored: K positions. R predicts y_1 with the prior predictive; y_t predicts y_{t+1} with the
+  Kalman filter's predictive N(C A x̂_{t|t}, C (A P_{t|t} A' + Q) C' + R) (:func:`kalman_filter`).
+- Latent: ``A``, ``C``, ``Q``, ``R``, ``P0``, the states ``x``, the observations ``y`` and the
+  filtered means ``filter_mean`` (B, K, n) that :mod:`windtunnel.geometry.filter_probe` reads.
+- Baselines: ``prior``, ``no_dynamics`` (the filter with A = 0) and ``last_observation``.
 """
 
 from __future__ import annotations
