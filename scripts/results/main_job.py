@@ -44,7 +44,8 @@ def blocks(ctx: Context) -> dict[str, str]:
          "the table of the four architectures below, and the folder with `summary.md`, `table.csv`, `calibration.png`",
          "main-job.md"),
         ("train one model", f"{transformer['train_s']} s of training (the main job's transformer)",
-         "a progress bar, then the run folder and its evaluation: entropy error, KL and accuracy with 95% intervals",
+         "the run folder, a progress line, then the evaluation: entropy error with its 95% interval, KL and "
+         "accuracy, beside the baselines' entropy error",
          "main-job.md"),
         ("score your own architecture", f"{committed['wall_time_on_2_cores']} ({reused['wall_time_on_2_cores']} with `--reuse`)",
          "a verdict and score per primitive beside the transformer's, and `scorecard.json` with `report.html`",
