@@ -63,7 +63,7 @@ def headline_table(summary: dict[str, Any]) -> list[str]:
             f"{f(r['iv_true_dmae'], '+.4f')} / {f(r['iv_random_dmae'], '+.4f')}",
             f"{f(r['iv_true_dgeometry'], '+.3f')} / {f(r['iv_random_dgeometry'], '+.3f')}",
         ])
-    return table(["model", "mixed PC1+PC2", "math PC1+PC2", "key \\|cos\\| early", "focusing [95% CI]",
+    return table(["model", "mixed PC1+PC2", "math PC1+PC2", "key |cos| early", "focusing [95% CI]",
                   "monotone steps", "slope (bits/depth)", "SULA Spearman(PC1, H_Bayes)", "SULA MAE bits",
                   "cut ΔMAE true / random", "cut Δcorr downstream true / random"], body)
 

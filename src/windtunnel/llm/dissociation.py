@@ -98,7 +98,7 @@ def group_test(models: list[dict[str, Any]], metric: str) -> dict[str, Any]:
     out["permutation"] = perm
     lo_hi = out["prompt_interval"]
     prompts = ("no prompt-level interval (a model lacks bootstrap replicates)" if lo_hi is None else
-               f"over prompts, 95% interval [{lo_hi[0]:+.3f}, {lo_hi[1]:+.3f}] "
+               f"over prompts, 95% interval [{lo_hi[0]:+.3g}, {lo_hi[1]:+.3g}] "
                + ("excludes 0: these models differ beyond prompt noise" if lo_hi[0] > 0 or lo_hi[1] < 0
                   else "includes 0: these models do not differ beyond prompt noise"))
     if len(a) < MIN_PER_SIDE or len(b) < MIN_PER_SIDE:
@@ -114,7 +114,7 @@ def group_test(models: list[dict[str, Any]], metric: str) -> dict[str, Any]:
         models_text = (f"across models, permutation p = {perm['p']:.3f} ({perm['n_splits']} splits): focusing "
                        + ("differs between the groups" if perm["p"] <= ALPHA else "does not differ detectably")
                        + f" at {ALPHA}")
-    out["conclusion"] = (f"MHA {out['mha_mean']:+.3f} vs GQA/SW {out['gqa_sw_mean']:+.3f}: effect {out['effect']:+.3f}; "
+    out["conclusion"] = (f"MHA {out['mha_mean']:+.3g} vs GQA/SW {out['gqa_sw_mean']:+.3g}: effect {out['effect']:+.3g}; "
                          f"{prompts}; {models_text}")
     return out
 
