@@ -47,7 +47,8 @@ def blocks(ctx: Context) -> dict[str, str]:
          "the run folder, a progress line, then the evaluation: entropy error with its 95% interval, KL and "
          "accuracy, beside the baselines' entropy error",
          "main-job.md"),
-        ("score your own architecture", f"{committed['wall_time_on_2_cores']} ({reused['wall_time_on_2_cores']} with `--reuse`)",
+        ("score your own architecture",
+         f"at most {reused['wall_time_on_2_cores']} ({committed['wall_time_on_2_cores']} with `--reference train`)",
          "a verdict and score per primitive beside the transformer's, and `scorecard.json` with `report.html`",
          "mixers-scorecard.md#what-a-scorecard-costs-and-reuse"),
         ("Paper I's comparison", p1["provenance"]["wall_time"],

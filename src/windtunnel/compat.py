@@ -25,21 +25,24 @@ def deprecated(old: str, new: str, stacklevel: int = 3) -> None:
 # Content hashes: fields added after folders were named leave the old names as they were
 # ---------------------------------------------------------------------------------------
 def run_hash_doc(doc: dict[str, Any]) -> dict[str, Any]:
-    """A run config's JSON as it is hashed: ``train.curriculum`` (added later) is left out while
-    unset, so the runs named before it existed keep their folder names."""
+    """A run config's JSON as it is hashed: ``train.curriculum`` and ``train.cooldown`` (added
+    later) are left out while unset, so the runs named before they existed keep their folder names."""
     doc = copy.deepcopy(doc)
-    if doc["train"].get("curriculum", "unset") is None:
-        del doc["train"]["curriculum"]
+    for later in ("curriculum", "cooldown"):
+        if doc["train"].get(later, "unset") is None:
+            del doc["train"][later]
     return doc
 
 
 def sweep_hash_doc(doc: dict[str, Any]) -> dict[str, Any]:
-    """A sweep config's JSON as it is hashed: an empty ``model_overrides`` (added later) is left
-    out, so sweeps written before it existed keep their folders."""
+    """A sweep config's JSON as it is hashed: an empty ``model_overrides`` and an unset
+    ``decide_early`` (added later) are left out, so sweeps written before they existed keep their folders."""
     doc = copy.deepcopy(doc)
     for exp in doc["experiments"]:
         if not exp.get("model_overrides", True):
             del exp["model_overrides"]
+    if doc.get("decide_early") is False:  # added later too
+        del doc["decide_early"]
     return doc
 
 

@@ -102,7 +102,8 @@ def examples_on_path(monkeypatch):
 
 
 def test_the_scorecard_runs_from_python(tmp_path, examples_on_path):
-    request = ScorecardRequest(model="gru", primitives=["accumulation"], rungs=False, tune=False, overrides=TINY[:-2])
+    request = ScorecardRequest(model="gru", primitives=["accumulation"], rungs=False, tune=False, overrides=TINY[:-2],
+                               reference="train")
     result = run_scorecard(request, tmp_path / "card", Execution.quiet(workers=1))
     assert result.out == tmp_path / "card" and (result.out / "scorecard.json").is_file()
     assert json.loads((result.out / "scorecard.json").read_text()) == result.doc

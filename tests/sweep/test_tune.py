@@ -13,8 +13,10 @@ from windtunnel.config import ConfigError
 from windtunnel.sweep import Execution
 from windtunnel.sweep import jobs as jobs_module
 from windtunnel.sweep import tune as tune_module
-from windtunnel.sweep.tune import Candidate, TuneSpec, _rank_key, cautions, probe_at, rung_steps, tune, tune_many
+from windtunnel.sweep.tune import Candidate, TuneSpec, probe_at, rung_steps, tune, tune_many
 from windtunnel.sweep.tune_files import tune_markdown
+from windtunnel.sweep.tune_rules import cautions, curriculum_cautions
+from windtunnel.sweep.tune_rules import rank_key as _rank_key
 from windtunnel.train.config import RunConfig
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.trainer import TrainingError, train
@@ -119,10 +121,10 @@ def test_searches_together_refuse_a_shared_candidate_and_keep_the_others_results
     other = tiny().replace(task="hmm", task_params={"S": 2, "O": 2, "K": 6})
     real = tune_module.train_to
 
-    def diverging(config, run_dir, stop_at):
+    def diverging(config, run_dir, *args):
         if config["task"] == "hmm":
             raise TrainingError("non-finite loss (nan) at step 1")
-        return real(config, run_dir, stop_at)
+        return real(config, run_dir, *args)
 
     monkeypatch.setattr(tune_module, "train_to", diverging)
     with pytest.raises(ConfigError, match="tune hmm transformer: every candidate failed"):
@@ -140,7 +142,7 @@ def test_a_curriculum_compared_before_it_reaches_the_full_task_is_cautioned(tmp_
     res = tune(base, tmp_path, spec, Execution.quiet())
     assert any("compared at step 6, before its curriculum reaches the full task (step 10)" in c and "--full" in c
                for c in res.cautions)
-    assert not tune_module.curriculum_cautions([base], [])  # --full: compared at the end only
+    assert not curriculum_cautions([base], [])  # --full: compared at the end only
 
 
 def test_the_full_search_and_the_halving_share_their_runs(tmp_path):
@@ -276,3 +278,37 @@ def test_the_search_table_lists_its_cautions(tmp_path):
         doc["best"], doc["rung_steps"][:-1])
     md = tune_markdown({**doc, "cautions": ["one", "two"]})
     assert md.rstrip().endswith("- Caution: one\n- Caution: two")
+
+
+def test_an_annealed_search_compares_each_candidate_after_a_cooldown_branch(tmp_path):
+    """Each comparison branches every candidate from its paused run, anneals it, and ranks the
+    annealed probes; the branches and the kept states live beside the runs; the same search
+    again trains nothing."""
+    spec = TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2, 3e-2]}, "compare_at": [0.5], "cooldown": 0.2, "guard": 0.5,
+                           "keep_ties": True, "keep_points": True})
+    res = tune(tiny(), tmp_path, spec, Execution.quiet())
+    doc = json.loads(res.files["json"].read_text())
+    assert doc["spec"]["cooldown"] == 0.2 and doc["rung_steps"] == [10, 20]
+    for c in doc["candidates"]:
+        assert set(c["annealed"]) == {"10"} and c["annealed"]["10"] is not None and "10" in c["probe_score"]
+    branches = sorted(d for d in tmp_path.iterdir() if (d / "config.json").is_file()
+                      and RunConfig.build(json.loads((d / "config.json").read_text())).train.cooldown is not None)
+    assert len(branches) == 3
+    cfg = RunConfig.build(json.loads((branches[0] / "config.json").read_text()))
+    assert cfg.train.cooldown.at == 10 and cfg.train.cooldown.steps == 2
+    assert [r["step"] for r in RunDir(branches[0]).metrics()][-1] == 12  # paused after its cooldown, probed there
+    assert len(list((tmp_path / "points").iterdir())) == 3
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")}
+    again = tune(tiny(), tmp_path, spec, Execution.quiet())
+    assert again.best == res.best and {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")} == stamps
+
+
+def test_the_plateau_guard_keeps_every_candidate_while_the_leader_has_not_left_the_plateau():
+    from windtunnel.sweep.tune_rules import survivors
+
+    ranked = [("a", 0.50, 0.05), ("b", 0.51, 0.03), ("c", 0.60, -0.1), ("d", math.nan, None)]
+    assert survivors(ranked, 1) == (["a"], False)  # halving as before
+    assert survivors(ranked, 1, ties=True) == (["a", "b"], False)  # b within 2% of a
+    assert survivors(ranked, 1, guard=0.5) == (["a", "b", "c"], True)  # the leader closes 5% of the gap: nobody stops
+    assert survivors([("a", 0.1, 0.8), *ranked[1:]], 1, guard=0.5) == (["a"], False)  # left the plateau
+    assert survivors([("d", math.nan, None)], 1, guard=0.5) == (["d"], False)

@@ -174,10 +174,20 @@ def scorecard(
     address: Address = None,
     jobs: Jobs = None,
     overrides: Sets = (),
-    rungs: bool = typer.Option(True, "--rungs/--no-rungs", help="score every rung of each tunnel's difficulty ladder, "
+    rungs: bool = typer.Option(True, "--rungs/--no-rungs", help="score the rungs of each tunnel's difficulty ladder, "
                                "or only the profile's own setting"),
+    full_ladder: bool = typer.Option(False, "--full-ladder", help="every rung of every ladder (default: search each "
+                                     "ladder from the profile's own rung, up while realised, down while not)"),
     tune: bool = typer.Option(True, "--tune/--no-tune", help="tune the learning rate (windtunnel tune) of every model "
                               "whose profile commits none for a tunnel; --no-tune: the profile's lr"),
+    full: bool = typer.Option(False, "--full", help="the learning-rate search trains every candidate to the end"),
+    settle: bool = typer.Option(False, "--settle", help="train to the end the rates the search could not rule out "
+                                "(stopped while every rate was on the plateau)"),
+    halving: bool = typer.Option(False, "--halving", help="search by the plain successive halving of earlier versions"),
+    early_stop: bool = typer.Option(True, "--early-stop/--no-early-stop", help="stop a run once its probe and its full "
+                                    "evaluation agree that the primitive is realised"),
+    reference: str = typer.Option("shipped", "--reference", help="the transformer beside the model: shipped (the "
+                                  "package's results), train, none, or a folder holding its runs"),
     quiet: Quiet = False,
     trackers: Log = (),
     reuse: Reuse = (),
@@ -199,7 +209,9 @@ def scorecard(
         how = execution(backend, address, jobs, trackers, reuse, quiet)
         chosen = [p.strip() for p in primitives.split(",") if p.strip()] if primitives is not None else None
         request = ScorecardRequest.build(dict(model=model, profile=profile, seeds=seeds, primitives=chosen, rungs=rungs,
-                                              tune=tune, overrides=list(overrides)), where="scorecard")
+                                              full_ladder=full_ladder, tune=tune, full=full, settle=settle, halving=halving,
+                                              early_stop=early_stop, reference=reference, overrides=list(overrides)),
+                                         where="scorecard")
         result = run_scorecard(request, out, how)
         paths = write_report(result.out)
         typer.echo("")
@@ -225,6 +237,12 @@ def tune_cmd(
     metric: str | None = typer.Option(None, "--metric", help="probe metric that ranks them: kl_bayes_model, "
                                       "entropy_error or accuracy (default: the task's primitive metric)"),
     full: bool = typer.Option(False, "--full", help="train every candidate to the end (no halving)"),
+    cooldown: float | None = typer.Option(None, "--cooldown", help="compare candidates after annealing each over this "
+                                          "fraction of the comparison step (default 0.2; 0: as they are)"),
+    settle: bool = typer.Option(False, "--settle", help="where every rate is still on the plateau at the last "
+                                "comparison, train them all to the end"),
+    halving: bool = typer.Option(False, "--halving", help="the plain successive halving of earlier versions (no "
+                                 "cooldown, no plateau guard, no ties kept)"),
     out: Path | None = typer.Option(None, "--out", help="folder (default runs/tune-<task>-<model>, or "
                                     "runs/tune-<task> for several models)"),
     jobs: Jobs = None,
@@ -241,7 +259,7 @@ def tune_cmd(
     """
     from windtunnel.report.page import write_report
     from windtunnel.sweep.config import parse_grid_option
-    from windtunnel.sweep.tune import TuneRequest, run_tune
+    from windtunnel.sweep.tune import SEARCH, TuneRequest, run_tune
 
     def go():
         if rungs is not None:
@@ -253,6 +271,10 @@ def tune_cmd(
             raise ConfigError(f"{option} {fractions!r}: comma-separated fractions of the run, e.g. 0.1,0.3") from None
         spec = {"compare_at": points, "eta": eta, "full": full, **({"metric": metric} if metric else {}),
                 **({"grid": dict(parse_grid_option(g) for g in grid)} if grid else {})}
+        if halving:
+            spec["halving"] = True
+        elif not full:
+            spec.update(SEARCH, settle=settle, **({"cooldown": cooldown} if cooldown is not None else {}))
         models = list(dict.fromkeys(m.strip() for m in model.split(",") if m.strip()))
         request = TuneRequest.build(dict(task=task, models=models, profile=profile, overrides=list(overrides), spec=spec),
                                     where="tune")

@@ -46,6 +46,30 @@ ScoredMetric = Literal["entropy_error", "kl_bayes_model", "accuracy"]
 SCORED_METRICS: tuple[str, ...] = ScoredMetric.__args__
 
 
+#: a primitive is realised at a score of at least this, partly realised at ``PARTIAL``
+REALISED, PARTIAL = 0.9, 0.5
+
+
+def primitive_score(metric: str, value: float, baseline: float) -> float:
+    """Fraction of the gap between the best baseline and the exact posterior that ``value`` closes:
+    1 - value / baseline for errors, (value - baseline) / (1 - baseline) for accuracy; 0 is the
+    baseline, 1 is Bayes, below 0 is worse than the baseline."""
+    if METRICS[metric].lower_is_better:
+        return 1.0 - value / baseline if baseline > 0 else float("nan")
+    return (value - baseline) / (1.0 - baseline) if baseline < 1 else float("nan")
+
+
+def realised_at(scores: list[tuple[int, float]], threshold: float = REALISED, patience: int = 2) -> int | None:
+    """The step at which a probe series ``[(step, score), ...]`` has shown the primitive realised:
+    the ``patience``-th probe in a row whose score is at least ``threshold`` (None if none is)."""
+    run = 0
+    for step, score in scores:
+        run = run + 1 if score is not None and score >= threshold else 0
+        if run >= patience:
+            return step
+    return None
+
+
 def metric(name: str) -> MetricSpec:
     """The spec of the metric ``name`` (a ``KeyError`` naming the known ones otherwise)."""
     try:

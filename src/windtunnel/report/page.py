@@ -24,7 +24,8 @@ from typing import Any
 from windtunnel.config import ConfigError
 from windtunnel.evaluate.record import Evaluation
 from windtunnel.files import atomic_write_text
-from windtunnel.report import plots
+from windtunnel.report import plots, scorecard
+from windtunnel.report.text import _config_block, _demote
 from windtunnel.tables import table
 
 FILES = "report_files"
@@ -75,11 +76,6 @@ def _img(rel: str, alt: str) -> str:
     return f"![{alt}]({rel})"
 
 
-def _demote(markdown_text: str, levels: int = 2) -> str:
-    """Headings of an embedded page pushed down ``levels`` levels (a run's diagnostics.md)."""
-    return re.sub(r"^(#+) ", lambda m: "#" * min(6, len(m.group(1)) + levels) + " ", markdown_text, flags=re.M)
-
-
 def geometry_section(run_dir: Path, rel: str, level: int = 3) -> list[str]:
     """A run's diagnostics.md (its title and list of plot links dropped, its sections at heading
     ``level``) followed by its geometry plots inlined."""
@@ -92,10 +88,6 @@ def geometry_section(run_dir: Path, rel: str, level: int = 3) -> list[str]:
     for p in sorted((run_dir / "plots" / "geometry").glob("*.png")):
         lines += [_img(f"{rel}/plots/geometry/{p.name}", p.stem.replace("_", " ")), ""]
     return lines
-
-
-def _config_block(doc: Any) -> list[str]:
-    return ["```json", json.dumps(doc, indent=1), "```", ""]
 
 
 # ---------------------------------------------------------------------------------------
@@ -111,8 +103,9 @@ def sweep_report(folder: Path) -> tuple[str, str]:
     summary = write_tables(folder, sweep, runs, old.get("failed"))  # fresh tables from what has finished
     title = f"windtunnel report: sweep {sweep.name}"
     lines = [sweep_markdown(summary, sweep, title), ""]
-    lines += sweep_ladders_section(folder, sweep, summary)  # under the summary's ladder table
-    lines += scorecard_section(folder)
+    # under the summary's ladder table: a scorecard's heat maps hold its reference and the rungs it skipped
+    lines += scorecard.ladder_section(folder) if scorecard.load(folder) else sweep_ladders_section(folder, sweep, summary)
+    lines += scorecard.scorecard_section(folder)
     lines += tune_section(folder)
     lines += claims_section(folder, runs)
     # each experiment's primitive metric (the sweep's rules)
@@ -230,36 +223,6 @@ def _training_section(folder: Path, exp: str, slug: str, chosen: dict[str, Any],
         lines += ["Still learning at the end of the budget (the probe improved over the last quarter of "
                   "training): " + "; ".join(f"{html.escape(k, quote=False)} ({metric.replace('_', ' ')} "
                                              f"{a:.4g} -> {b:.4g})" for k, (a, b) in learning.items()) + ".", ""]
-    return lines
-
-
-def scorecard_section(folder: Path) -> list[str]:
-    """The scorecard of ``windtunnel scorecard`` (``scorecard.json``), when the folder has one."""
-    path = folder / "scorecard.json"
-    if not path.is_file():
-        return []
-    doc = json.loads(path.read_text())
-
-    from windtunnel.sweep.markdown import score_text
-    from windtunnel.sweep.scorecard import scorecard_cautions
-
-    def cell(r: dict[str, Any] | None) -> str:
-        return "-" if not r or r.get("score") is None else f"{r['verdict']} {score_text(r)}"
-
-    body = [[prim, f"{row['task']} ({row['metric'].replace('_', ' ')})", cell(row["model"]), cell(row[doc["reference"]])]
-            for prim, row in doc["primitives"].items()]
-    model = html.escape(doc["model"], quote=False)
-    lines = ([f"## Scorecard: {model}", "",
-              f"Seeds {', '.join(map(str, doc['seeds']))}; {doc['finished']} of {doc['n_runs']} runs finished. Score = "
-              f"fraction of the best baseline's gap to the exact posterior closed at the training length (yes at ≥ "
-              f"{doc['realised']}, partial at ≥ {doc['partial']}); brackets: the scores at the ends of the 95% "
-              "interval over seeds. Calibration, length and training plots per task follow.", ""]
-             + table(["primitive", "task (metric)", model, doc["reference"]], body) + [""])
-    notes = [c for row in doc["primitives"].values() for c in scorecard_cautions(row)]
-    if notes:
-        lines += ["Cautions of the learning-rate searches behind these verdicts (a verdict from a search on a "
-                  "plateau or at its grid's edge is final only after the check named):", "",
-                  *(f"- {html.escape(c, quote=False)}" for c in notes), ""]
     return lines
 
 
@@ -449,7 +412,9 @@ def to_html(markdown_text: str, base: Path, title: str) -> str:
 
 
 def write_report(folder: Path | str) -> dict[str, Path]:
-    """Write ``report.md`` and ``report.html`` into a sweep folder or a run directory."""
+    """Write ``report.md`` and ``report.html`` into a sweep folder, a run directory, or a folder of
+    ``windtunnel llm`` (one model or a comparison: :mod:`windtunnel.report.llm_page`)."""
+    from windtunnel.report.llm_page import is_llm_folder, llm_report
     from windtunnel.train.rundir import RunDir
 
     folder = Path(folder)
@@ -457,13 +422,16 @@ def write_report(folder: Path | str) -> dict[str, Path]:
         title, md = sweep_report(folder)
     elif RunDir(folder).is_run():
         title, md = run_report(folder)
+    elif is_llm_folder(folder):
+        title, md = llm_report(folder)
     elif list(folder.glob("tune-*.json")):
         title = f"windtunnel report: tuning in {folder.name}"
         md = "\n".join([f"# {title}", "", *tune_section(folder)])
     else:
         raise ConfigError(
-            f"{folder} is neither a sweep folder (sweep.json, from `windtunnel sweep` or `windtunnel run`) "
-            "nor a run directory (config.json, from `windtunnel train`)"
+            f"{folder} is neither a sweep folder (sweep.json, from `windtunnel sweep` or `windtunnel run`), "
+            "a run directory (config.json, from `windtunnel train`), nor a `windtunnel llm` folder (llm.json or "
+            "compare.json)"
         )
     atomic_write_text(folder / "report.md", md)
     atomic_write_text(folder / "report.html", to_html(md, folder, title))

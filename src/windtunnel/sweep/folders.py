@@ -66,14 +66,16 @@ def read_manifest(out: Path | str) -> tuple[SweepConfig, list[SweepRun]]:
     return sweep, runs
 
 
-def is_finished(run_dir: Path, config: RunConfig) -> bool:
-    """The run has been evaluated after all of its training steps (an ``eval.json`` that
-    `windtunnel eval` wrote for an interrupted run does not count)."""
+def is_finished(run_dir: Path, config: RunConfig, decided: bool = True) -> bool:
+    """The run has been evaluated after all of its training steps, or (``decided``) where an early
+    decision stopped it (:mod:`windtunnel.train.decide`); an ``eval.json`` that `windtunnel eval`
+    wrote for an interrupted run does not count, nor, without ``decided``, an early decision (a
+    sweep that does not decide early trains such a run on to its end)."""
     try:
         ev = RunDir(run_dir).eval()
     except (OSError, ValueError):
         return False
-    return ev is not None and ev.get("steps", -1) >= config.train.steps
+    return ev is not None and (ev.get("steps", -1) >= config.train.steps or (decided and "decided" in ev))
 
 
 def unique_runs(runs: list[SweepRun]) -> list[SweepRun]:

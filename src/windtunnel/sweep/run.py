@@ -28,6 +28,7 @@ from windtunnel.sweep.expand import SweepRun, expand
 from windtunnel.sweep.folders import default_out, is_finished, read_manifest, reuse_runs, unique_runs, write_manifest
 from windtunnel.sweep.jobs import Job, Outcome, failures, run_jobs
 from windtunnel.train.config import RunConfig
+from windtunnel.train.decide import Decision
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.tracking import Trackers
 
@@ -62,11 +63,22 @@ class SweepOutcome:
 # ---------------------------------------------------------------------------------------
 # The jobs of a sweep
 # ---------------------------------------------------------------------------------------
-def train_one(config: dict[str, Any], run_dir: str, progress: bool = False, trackers: Trackers | tuple = ()) -> dict:
+def train_one(config: dict[str, Any], run_dir: str, progress: bool = False, trackers: Trackers | tuple = (),
+              decide: Decision | None = None) -> dict:
     """Train (or resume) one run and return its evaluation: the job every backend runs."""
     from windtunnel.train.trainer import train
 
-    return train(RunConfig.build(config, where="run"), Path(run_dir), progress=progress, trackers=trackers).eval
+    return train(RunConfig.build(config, where="run"), Path(run_dir), progress=progress, trackers=trackers,
+                 decide=decide).eval
+
+
+def decision_of(sweep: SweepConfig, run: SweepRun) -> Decision | None:
+    """The early-decision rule of a run of a sweep that decides early: its experiment's primitive
+    metric and the sweep's threshold of realised (None for a run of no primitive's experiment)."""
+    if not sweep.decide_early or sweep.primitives is None:
+        return None
+    rule = next((r for r in sweep.primitives.rules.values() if run.experiment in r.experiments()), None)
+    return None if rule is None else Decision(rule.metric, sweep.primitives.realised)
 
 
 def tokens_to(task: str, task_params: dict[str, Any], batch_size: int, steps: int) -> int:
@@ -97,7 +109,7 @@ def _keep_here(run: SweepRun, run_dir: Path):
         folder = RunDir(run_dir)
         if not folder.is_run():
             folder.write_config(run.config)
-        if ev and not is_finished(run_dir, run.config):
+        if ev and not is_finished(run_dir, run.config, "decided" in ev):
             folder.write_eval(ev)
     return after
 
@@ -107,7 +119,8 @@ def training_jobs(runs: list[SweepRun], out: Path, sweep: SweepConfig, execution
     runs train here one after another)."""
     here = execution.in_this_process(len(runs)) and execution.progress
     trackers = Trackers.parse(execution.trackers, out) if execution.trackers else ()
-    return [Job(run.name, train_one, (run.config.model_dump(mode="json"), str(out / run.name), here, trackers),
+    return [Job(run.name, train_one, (run.config.model_dump(mode="json"), str(out / run.name), here, trackers,
+                                      decision_of(sweep, run)),
                 label=f"{run.name} ({run.experiment})", cost=run_cost(run), resources=ray_resources(run, sweep),
                 after=_keep_here(run, out / run.name) if execution.backend == "ray" else None)
             for run in runs]
@@ -132,7 +145,7 @@ def diagnose_runs(out: Path, sweep: SweepConfig, runs: list[SweepRun], execution
     spec, todo = sweep.diagnose, []
     for run in runs:
         run_dir = out / run.name
-        if run.config.model not in spec.models or not is_finished(run_dir, run.config):
+        if run.config.model not in spec.models or not is_finished(run_dir, run.config, sweep.decide_early):
             continue
         done = run_dir / "diagnostics.json"
         if done.is_file() and done.stat().st_mtime >= RunDir(run_dir).eval_path.stat().st_mtime:
@@ -173,7 +186,7 @@ def run_sweep(sweep: SweepConfig, out: Path | str | None = None, execution: Exec
     with execution.session(), folder_lock(out, "sweep"), stop_on_signals() as stop:
         write_manifest(out, sweep, runs, log)
         reuse_runs([r.config for r in distinct], out, execution.reuse, log, stop)
-        todo = [r for r in distinct if not is_finished(out / r.name, r.config)]
+        todo = [r for r in distinct if not is_finished(out / r.name, r.config, sweep.decide_early)]
         outcome = SweepOutcome(out, runs, [r.name for r in todo], [r.name for r in distinct if r not in todo])
         outcome.outcomes = {name: Outcome(name, "skipped") for name in outcome.skipped}
         log(f"sweep {sweep.name}: {len(distinct)} runs in {out}; {len(outcome.skipped)} finished (skipped), "
@@ -203,7 +216,7 @@ def run_sweep(sweep: SweepConfig, out: Path | str | None = None, execution: Exec
 def _sweep_stopped(exc: Interrupted, out: Path, sweep: SweepConfig, runs: list[SweepRun]) -> Interrupted:
     """The sweep-level message for a stop: which runs are done (their tables written), which are not."""
     distinct = unique_runs(runs)
-    done = [r.name for r in distinct if is_finished(out / r.name, r.config)]
+    done = [r.name for r in distinct if is_finished(out / r.name, r.config, sweep.decide_early)]
     if exc.immediate:
         return Interrupted(exc.signum, f"{len(done)} of {len(distinct)} runs of the sweep in {out} are finished", True)
     write_tables(out, sweep, runs)
@@ -216,13 +229,13 @@ def _sweep_stopped(exc: Interrupted, out: Path, sweep: SweepConfig, runs: list[S
     )
 
 
-def write_tables(out: Path, sweep: SweepConfig, runs: list[SweepRun], failed: dict[str, str] | None = None) -> dict:
-    """``results.csv``, ``table.csv``, ``summary.json`` and ``summary.md`` from the finished runs."""
-    from windtunnel.sweep.markdown import sweep_markdown
-
+def summarise(out: Path, sweep: SweepConfig, runs: list[SweepRun],
+              failed: dict[str, str] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The summary of the finished runs of ``runs`` in ``out`` (what ``summary.json`` holds) and
+    their rows (``results.csv``'s), written nowhere."""
     rows, missing = [], []
     for run in runs:  # a run shared by two experiments gives rows to both
-        if is_finished(out / run.name, run.config):
+        if is_finished(out / run.name, run.config, sweep.decide_early):
             rows.extend(run_rows(run, RunDir(out / run.name).eval()))
         elif run.name not in missing:
             missing.append(run.name)
@@ -235,6 +248,15 @@ def write_tables(out: Path, sweep: SweepConfig, runs: list[SweepRun], failed: di
         "table": table,
         "primitives": primitives(table, sweep.primitives) if sweep.primitives else None,
     }
+    return summary, rows
+
+
+def write_tables(out: Path, sweep: SweepConfig, runs: list[SweepRun], failed: dict[str, str] | None = None) -> dict:
+    """``results.csv``, ``table.csv``, ``summary.json`` and ``summary.md`` from the finished runs."""
+    from windtunnel.sweep.markdown import sweep_markdown
+
+    summary, rows = summarise(out, sweep, runs, failed)
+    table = summary["table"]
     if rows:
         write_csv(out / "results.csv", rows)
         write_csv(out / "table.csv", table)
