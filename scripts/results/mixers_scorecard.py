@@ -16,7 +16,7 @@ def render(ctx: Context) -> str:
                         "The primitive scorecard: each mixer's score per primitive (0 = the best baseline, 1 = Bayes)")
     kalman = ctx.curves("kalman-curves", "new-tunnels", every=150, unit="training step",
                         ylabel="probe KL(Bayes‖model) (bits)")
-    return ctx.page(owns=("ladders", "new-tunnels", "scorecard-cost", "capacity"),
+    return ctx.page(owns=("ladders", "new-tunnels", "scorecard-cost"),
                     figures={"heatmap": figure, "kalman-curves": kalman})
 
 
@@ -25,3 +25,8 @@ def heatmap_data(rec: dict) -> dict:
     return {"title": "", "rows": [r["model"] for r in rows], "cols": [p.replace("_", " ") for p in PRIMITIVES],
             "scores": [[number(r[p]) for p in PRIMITIVES] for r in rows],
             "verdicts": [[r[p].get("verdict", "") for p in PRIMITIVES] for r in rows]}
+
+
+def blocks(ctx: Context) -> dict[str, str]:
+    """docs/models.md's table of parameter counts at the quick profiles' sizes."""
+    return {"models-capacity": ctx.table("quick", "capacity", title=False)}
