@@ -75,6 +75,7 @@ def render(root: Path = ROOT) -> tuple[dict[str, bytes], dict[str, str], list[Mo
                 blocks[name] = text.rstrip() + "\n"
         files.update(ctx.files)
         used |= ctx.used
+        mod.SHOWN = sorted(ctx.used)  # the records its page (and its blocks) show
     unshown = [f"results/{p.parent.name}/{p.name}" for p in sorted((root / "results").glob("*/*.json"))
                if f"{p.parent.name}/{p.stem}" not in used and p.parent.name not in NOT_RENDERED]
     if unshown:
@@ -92,7 +93,7 @@ def index_page(root: Path, mods: list[ModuleType]) -> str:
              "How to read the numbers: [the score and its ruler](../concepts.md#the-score-ruler).", "",
              "| page | records | recorded |", "|---|---|---|"]
     for mod in mods:
-        recs = [load_json(p) for p in sorted((root / "results" / mod.TOPIC).glob("*.json"))]
+        recs = [load_json(root / "results" / f"{name}.json") for name in mod.SHOWN]
         dates = sorted(r["provenance"]["date"][:10] for r in recs if isinstance(r, dict) and "provenance" in r)
         when = "" if not dates else dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
         lines.append(f"| [{mod.TITLE}]({mod.TOPIC}.md) | {len(recs)} | {when} |")
