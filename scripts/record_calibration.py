@@ -32,7 +32,13 @@ def curves(run: Path) -> tuple[str, dict]:
 
 
 def runs_of(path: Path) -> list[Path]:
-    return [path] if (path / "eval.json").exists() else sorted(p.parent for p in path.glob("*/eval.json"))
+    """A run folder, or the evaluated runs of a sweep folder in the sweep's order."""
+    if (path / "eval.json").exists():
+        return [path]
+    if (path / "sweep.json").exists():
+        names = [r["name"] for r in json.loads((path / "sweep.json").read_text())["runs"]]
+        return [path / n for n in names if (path / n / "eval.json").exists()]
+    return sorted(p.parent for p in path.glob("*/eval.json"))
 
 
 def record(paths: list[Path], command: str, concurrent: str, commit: str, title: str) -> dict:
