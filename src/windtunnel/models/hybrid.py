@@ -56,8 +56,8 @@ class Hybrid(WindModel):
         self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(Block(c) if kind == "A" else MambaBlock(c) for kind in c.kinds)
-        self.norm = make_norm(c.norm, c.d_model)
-        self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
+        self.norm = make_norm(c.norm, c.d_model, c.norm_eps)
+        self.head = OutputHead(spec, c.d_model, tied=c.tie_head, scope=c.tie_scope, bias=c.bias)
         if c.init == "normal":
             for block in self.blocks:
                 if isinstance(block, Block):

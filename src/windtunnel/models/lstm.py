@@ -56,7 +56,7 @@ class RecurrentStack(WindModel):
         self.blocks = nn.ModuleList(LayerTaps() for _ in range(c.n_layers))
         self.drop = nn.Dropout(c.dropout)
         self.norm = nn.LayerNorm(c.d_model)
-        self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
+        self.head = OutputHead(spec, c.d_model, tied=c.tie_head, scope=c.tie_scope)
 
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
         for i, (layer, taps) in enumerate(zip(self.layers, self.blocks, strict=True)):

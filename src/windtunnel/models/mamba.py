@@ -191,7 +191,7 @@ class Mamba(WindModel):
         self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
         self.blocks = nn.ModuleList(MambaBlock(c) for _ in range(c.n_layers))
         self.norm_f = nn.LayerNorm(c.d_model) if c.variant == "authors" else RMSNorm(c.d_model, eps=1e-5)
-        self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
+        self.head = OutputHead(spec, c.d_model, tied=c.tie_head, scope=c.tie_scope)
 
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
         for block in self.blocks:

@@ -78,7 +78,7 @@ class Mamba2(WindModel):
         for block in self.blocks:  # a capture point on each of transformers' blocks (no parameters)
             block.resid_post = Tap()
         self.norm_f = backbone.norm_f
-        self.head = OutputHead(spec, c.d_model, tied=c.tie_head)
+        self.head = OutputHead(spec, c.d_model, tied=c.tie_head, scope=c.tie_scope)
 
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
         for block in self.blocks:

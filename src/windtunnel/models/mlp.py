@@ -94,7 +94,7 @@ class MLP(WindModel):
             self.blocks = nn.ModuleList(ResidualLinear(c.width) for _ in range(c.n_layers))
             width = c.width
         self.norm = nn.LayerNorm(width)
-        self.head = OutputHead(spec, width, tied=c.tie_head)
+        self.head = OutputHead(spec, width, tied=c.tie_head, scope=c.tie_scope)
 
     def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
         for block in self.blocks:
