@@ -207,7 +207,19 @@ def whole_layer_keys(run_dir: Path) -> dict:
             "gaussian_d_head": stats.gaussian_abs_cosine(d // ctx.model.config.n_heads)}
 
 
-def summarise(cell: str, budget: int, seed: int, run_dir: Path, diag: dict) -> dict:
+def resolved_model(cfg: dict) -> dict:
+    """The run's model config with every default filled in (the head, norm, biases and init a
+    cell really had, whatever its model_params left out)."""
+    from windtunnel.models import model_class
+    from windtunnel.tasks import make_task
+
+    spec = make_task(cfg["task"], cfg["task_params"]).spec
+    return model_class(cfg["model"]).Config.build(cfg["model_params"]).resolve(spec).model_dump(mode="json")
+
+
+def summarise(run_dir: Path, diag: dict, **meta) -> dict:
+    """What the page uses of one run (its folder and its diagnostics), after ``meta`` (job,
+    cell, budget, seed, factor, what)."""
     cfg = json.loads((run_dir / "config.json").read_text())
     ev = json.loads((run_dir / "eval.json").read_text())
     main = ev["lengths"][str(ev["main_length"])]
@@ -216,9 +228,8 @@ def summarise(cell: str, budget: int, seed: int, run_dir: Path, diag: dict) -> d
     abl, dyn = res["ablation"], res["dynamics"]
     heads = sorted(abl["heads"], key=lambda h: -h["delta_entropy_error"])
     return {
-        "job": job_name(cell, budget, seed), "cell": cell, "budget": budget, "seed": seed,
-        "factor": CELLS[cell].factor, "what": CELLS[cell].what, "model": cfg["model"],
-        "format": cfg["task_params"].get("format", "sepvocab"), "model_params": cfg["model_params"],
+        **meta, "model": cfg["model"], "format": cfg["task_params"].get("format", "sepvocab"),
+        "model_config": resolved_model(cfg), "train": cfg["train"],
         "steps": cfg["train"]["steps"], "lr": cfg["train"]["lr"], "n_params": ev["n_params"],
         "train_seconds": ev["train_seconds"],
         "entropy_error": main["entropy_error_mean_abs"], "kl_bayes_model": main["kl_bayes_model"],
@@ -271,7 +282,8 @@ def cmd_run(args) -> None:
         with LoadMonitor() as load:
             train(cfg, run_dir, progress=False)
             diag = run_diagnostics(run_dir, ANALYSES, progress=False, **PROBE)
-        doc = summarise(cell, budget, seed, run_dir, diag)
+        doc = summarise(run_dir, diag, job=name, cell=cell, budget=budget, seed=seed, factor=CELLS[cell].factor,
+                        what=CELLS[cell].what)
         doc["provenance"] = {
             "command": f"python scripts/keyframe_study.py run --only {name}",
             **git_commit(), "started": started, "wall_seconds": round(time.perf_counter() - t0, 1),
