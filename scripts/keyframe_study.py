@@ -7,6 +7,7 @@ ablations, for our ``transformer`` and the authors' architecture (``tinygpt``).
 
     python scripts/keyframe_study.py plan                # the jobs, and which are done
     python scripts/keyframe_study.py run [--only GLOB]   # train + diagnose what is missing (resumable)
+    python scripts/keyframe_study.py collect             # rebuild the JSON data from the run folders
     python scripts/keyframe_study.py render              # results/keyframe/*.json -> docs/results/keyframe.md
 
 Every job is one run folder ``runs/keyframe/<job>`` (git-ignored; training resumes from it) and
@@ -49,6 +50,8 @@ LR = 3e-3
 SHAPE = {"n_layers": 3, "n_heads": 4, "d_model": 128}  # the quick profile's transformer
 PROBE = {"n_sequences": 256, "seed": 0}  # the diagnostics' probe batch
 ANALYSES = ["key_frame", "ablation", "dynamics"]
+#: key-frame variants kept: the key tokens' raw and centred keys, and (sep-vocab) the value tokens'
+VARIANTS = ("tokens_raw", "tokens_centred", "value_tokens_raw", "value_tokens_centred")
 
 
 @dataclass(frozen=True)
@@ -233,7 +236,7 @@ def summarise(run_dir: Path, diag: dict, **meta) -> dict:
         "steps": cfg["train"]["steps"], "lr": cfg["train"]["lr"], "n_params": ev["n_params"],
         "train_seconds": ev["train_seconds"],
         "entropy_error": main["entropy_error_mean_abs"], "kl_bayes_model": main["kl_bayes_model"],
-        "key_frame": {"tokens_raw": layer_means(kf["tokens_raw"]), "tokens_centred": layer_means(kf["tokens_centred"]),
+        "key_frame": {**{v: layer_means(kf[v]) for v in VARIANTS if v in kf},  # value_: the sep-vocab's value tokens
                       "whole_layer_raw": whole_layer_keys(run_dir)},
         "ablation": {"baseline_entropy_error": abl["baseline"]["entropy_error"], "frame_head": abl["frame_head"],
                      "heads": [{k: h[k] for k in ("name", "delta_entropy_error", "delta_lo", "delta_hi", "ratio")}
@@ -242,8 +245,8 @@ def summarise(run_dir: Path, diag: dict, **meta) -> dict:
         "dynamics": {"steps": dyn["steps"],
                      "tokens_raw_layer0": [r["key_frame_layer0"] for r in dyn["checkpoints"]],
                      "tokens_raw_per_layer": [r["key_frame_per_layer"] for r in dyn["checkpoints"]],
-                     "tokens_centred_layer0": [r["key_frame_variants_layer0"]["tokens_centred"]
-                                               for r in dyn["checkpoints"]],
+                     **{f"{v}_layer0": [r["key_frame_variants_layer0"][v] for r in dyn["checkpoints"]]
+                        for v in VARIANTS[1:] if v in dyn["checkpoints"][0]["key_frame_variants_layer0"]},
                      "entropy_error": [r["entropy_error"] for r in dyn["checkpoints"]]},
         "probe": PROBE,
     }
@@ -295,6 +298,23 @@ def cmd_run(args) -> None:
               f"entropy error {doc['entropy_error']['value']:.4f} -> {out}", flush=True)
 
 
+def cmd_collect(args) -> None:
+    """Rebuild the data of every results JSON from its run folder's config, evaluation and
+    diagnostics (after a change to what ``summarise`` keeps), keeping its provenance."""
+    for cell, budget, seed in selected(args.only):
+        name = job_name(cell, budget, seed)
+        out, run_dir = RESULTS / f"{name}.json", RUNS / name
+        if not out.is_file() or not (run_dir / "diagnostics.json").is_file():
+            continue
+        old = json.loads(out.read_text())
+        diag = json.loads((run_dir / "diagnostics.json").read_text())
+        doc = summarise(run_dir, diag, job=name, cell=cell, budget=budget, seed=seed, factor=CELLS[cell].factor,
+                        what=CELLS[cell].what)
+        doc["provenance"] = old["provenance"]
+        out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        print(f"{name}: rebuilt from {run_dir}")
+
+
 def cmd_render(args) -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     from keyframe_render import render
@@ -305,12 +325,12 @@ def cmd_render(args) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="step", required=True)
-    for step in ("plan", "run"):
+    for step in ("plan", "run", "collect"):
         p = sub.add_parser(step)
         p.add_argument("--only", nargs="*", help="job names or glob patterns (default: the whole plan)")
     sub.add_parser("render")
     args = ap.parse_args(argv)
-    {"plan": cmd_plan, "run": cmd_run, "render": cmd_render}[args.step](args)
+    {"plan": cmd_plan, "run": cmd_run, "collect": cmd_collect, "render": cmd_render}[args.step](args)
 
 
 if __name__ == "__main__":
