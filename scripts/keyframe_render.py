@@ -44,10 +44,13 @@ def by_cell(docs: list[dict]) -> dict[tuple[str, int], list[dict]]:
 
 
 def cell_order(cells) -> list[str]:
-    """Cells by factor (FACTORS order), the two headline models first, then by name."""
+    """Cells by factor (FACTORS order), then by model (the transformer's first: a cell's name starts
+    with its model's), the model's own row first, then by name."""
     def key(cell: tuple[str, str]) -> tuple:
         name, factor = cell
-        return (FACTORS.index(factor) if factor in FACTORS else len(FACTORS), name not in HEADLINE, name)
+        model = name.split("-")[0]
+        return (FACTORS.index(factor) if factor in FACTORS else len(FACTORS),
+                HEADLINE.index(model) if model in HEADLINE else len(HEADLINE), name not in HEADLINE, name)
     return [name for name, _ in sorted(set(cells), key=key)]
 
 
@@ -179,18 +182,18 @@ def ablation_table(docs) -> list[str]:
 # ---------------------------------------------------------------------------------------
 # Extrapolation
 # ---------------------------------------------------------------------------------------
-def budget_fit(groups, cell: str) -> dict | None:
-    """Least squares of the end-of-run L0 raw statistic (seed means) on log10(steps) over the
-    budgets of ``cell``; the steps at which the line reaches the random value and the paper's
-    level (the paper's trained/random ratio times our random value), and its value at the
-    paper's budgets."""
+def budget_fit(groups, cell: str, variant: str = "tokens_raw") -> dict | None:
+    """Least squares of the end-of-run layer-0 statistic ``variant`` (seed means) on log10(steps)
+    over the budgets of ``cell``; the steps at which the line reaches the random value and the
+    paper's level (the paper's trained/random ratio times our random value), and its value at
+    the paper's budgets."""
     budgets = sorted(b for (c, b) in groups if c == cell)
     if len(budgets) < 2:
         return None
     x = np.log10([groups[(cell, b)][0]["steps"] for b in budgets])
-    y = np.array([mean([raw0(d) for d in groups[(cell, b)]]) for b in budgets])
+    y = np.array([mean([d["key_frame"][variant]["mean"][0] for d in groups[(cell, b)]]) for b in budgets])
     slope, icpt = np.polyfit(x, y, 1)
-    random = mean([d["key_frame"]["tokens_raw"]["random"][0] for b in budgets for d in groups[(cell, b)]])
+    random = mean([d["key_frame"][variant]["random"][0] for b in budgets for d in groups[(cell, b)]])
     target = PAPER_TRAINED / PAPER_RANDOM * random
 
     def reach(v: float) -> float:
@@ -203,14 +206,14 @@ def budget_fit(groups, cell: str) -> dict | None:
 
 def extrapolation_table(groups) -> list[str]:
     rows = []
-    for cell in cell_order((c, g[0]["factor"]) for (c, b), g in groups.items() if b > 1):
-        fit = budget_fit(groups, cell)
-        if fit is None:
-            continue
-        rows.append([f"`{cell}`", str(fit["points"]), f"{fit['slope']:+.3f}",
-                     " / ".join(f"{v:.3f}" for v in fit["at_paper"]), f"{fit['random']:.3f}",
-                     steps_text(fit["steps_random"]), f"{fit['target']:.3f}", steps_text(fit["steps_target"])])
-    return table(["cell", "budgets", "L0 raw per decade of steps", "line at 50k / 100k steps", "random",
+    cells = cell_order((c, g[0]["factor"]) for (c, b), g in groups.items() if b > 1)
+    for cell, variant in ((c, v) for c in cells for v in ("tokens_raw", "tokens_centred")):
+        fit = budget_fit(groups, cell, variant)
+        if fit is not None:
+            rows.append([f"`{cell}`", variant.removeprefix("tokens_"), str(fit["points"]), f"{fit['slope']:+.3f}",
+                         " / ".join(f"{v:.3f}" for v in fit["at_paper"]), f"{fit['random']:.3f}",
+                         steps_text(fit["steps_random"]), f"{fit['target']:.3f}", steps_text(fit["steps_target"])])
+    return table(["cell", "keys", "budgets", "L0 statistic per decade of steps", "line at 50k / 100k steps", "random",
                   "steps to reach random", "paper's level (scaled)", "steps to reach it"], rows)
 
 
@@ -301,15 +304,18 @@ def budget_figure(groups, path: Path) -> Path:
 
 
 def ablation_figure(docs, path: Path) -> Path:
-    shown = [d for d in sorted(docs, key=lambda d: (d["cell"], d["budget"])) if d["seed"] == 0
+    shown = [d for d in sorted(docs, key=lambda d: (d["budget"], d["cell"].split("-")[0] != "transformer", d["cell"]))
+             if d["seed"] == 0
              and (d["cell"] in HEADLINE or d["cell"].endswith("-paired"))]
     fig, ax = plt.subplots(figsize=(11, 4))
     width = 0.8 / max(1, len(shown))
     for k, d in enumerate(shown):
-        deltas = [h["delta_entropy_error"] for h in d["ablation"]["heads"]]  # ranked, largest first
-        ax.bar(np.arange(len(deltas)) + k * width, deltas, width, label=f"{d['cell']} {d['budget']}x")
-    ax.set_xlabel("heads, ranked by the damage their removal does")
-    ax.set_ylabel("Δ entropy error (bits)")
+        heads = d["ablation"]["heads"][:6]  # ranked, most damaging first
+        ax.bar(np.arange(len(heads)) + k * width, [h["ratio"] for h in heads], width, label=f"{d['cell']} {d['budget']}x")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(np.arange(6) + 0.4 - width / 2, [f"#{i + 1}" for i in range(6)])
+    ax.set_xlabel("heads, ranked by the damage their removal does (six most damaging)")
+    ax.set_ylabel("entropy error with the head removed / intact")
     ax.set_title("Head ablations: a frame head would stand far above the rest")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7, ncol=2)
