@@ -225,8 +225,8 @@ def resolved_model(cfg: dict) -> dict:
 
 
 def summarise(run_dir: Path, diag: dict, **meta) -> dict:
-    """What the page uses of one run (its folder and its diagnostics), after ``meta`` (job,
-    cell, budget, seed, factor, what)."""
+    """What the page uses of one run (its folder and its diagnostics), with ``meta`` (job, cell,
+    budget, seed, factor, what; a ``probe`` other than the study's)."""
     cfg = json.loads((run_dir / "config.json").read_text())
     ev = json.loads((run_dir / "eval.json").read_text())
     main = ev["lengths"][str(ev["main_length"])]
@@ -235,7 +235,7 @@ def summarise(run_dir: Path, diag: dict, **meta) -> dict:
     abl, dyn = res["ablation"], res["dynamics"]
     heads = sorted(abl["heads"], key=lambda h: -h["delta_entropy_error"])
     return {
-        **meta, "model": cfg["model"], "format": cfg["task_params"].get("format", "sepvocab"),
+        "model": cfg["model"], "format": cfg["task_params"].get("format", "sepvocab"),
         "model_config": resolved_model(cfg), "train": cfg["train"],
         "steps": cfg["train"]["steps"], "lr": cfg["train"]["lr"], "n_params": ev["n_params"],
         "train_seconds": ev["train_seconds"],
@@ -252,7 +252,7 @@ def summarise(run_dir: Path, diag: dict, **meta) -> dict:
                      **{f"{v}_layer0": [r["key_frame_variants_layer0"][v] for r in dyn["checkpoints"]]
                         for v in VARIANTS[1:] if v in dyn["checkpoints"][0]["key_frame_variants_layer0"]},
                      "entropy_error": [r["entropy_error"] for r in dyn["checkpoints"]]},
-        "probe": PROBE,
+        "probe": PROBE, **meta,
     }
 
 

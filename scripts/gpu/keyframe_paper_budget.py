@@ -19,7 +19,8 @@ layer's, the entropy error and the ablation's frame-head verdict.
 
     python scripts/gpu/keyframe_paper_budget.py                       # all four runs, full budgets
     python scripts/gpu/keyframe_paper_budget.py --formats paired --models tinygpt --steps 20000
-    python scripts/gpu/keyframe_paper_budget.py --steps 20 --device cpu --out /tmp/kf --results /tmp/kf/res  # dry run
+    python scripts/gpu/keyframe_paper_budget.py --steps 4 --checkpoints 2 --probe 8 --device cpu \\
+        --out /tmp/kf --results /tmp/kf/res                              # dry run on a CPU
 
 A run resumes from its folder when the command is given again (the device's 10-minute command
 limit: rerun until every line is printed). Time: an H100 does roughly 100-200 steps/s on this
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=None, help="override the profiles' budgets (default: theirs)")
     ap.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     ap.add_argument("--checkpoints", type=int, default=30)
+    ap.add_argument("--probe", type=int, default=study.PROBE["n_sequences"], help="probe sequences of the diagnostics")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "keyframe-gpu")
     ap.add_argument("--results", type=Path, default=study.RESULTS / "gpu")
     args = ap.parse_args(argv)
@@ -89,9 +91,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{job}: training {cfg.train.steps} steps ({PROFILES[fmt]} profile) in {run_dir}", flush=True)
             with study.LoadMonitor() as load:
                 train(cfg, run_dir, progress=False)
-                diag = run_diagnostics(run_dir, study.ANALYSES, progress=False, **study.PROBE)
-            doc = study.summarise(run_dir, diag, job=job, cell=f"{model}-{fmt}-paper-budget", budget=None, seed=cfg.train.seed,
-                                  factor="paper budget", what=f"{model}, {fmt}, the {PROFILES[fmt]} profile's budget")
+                diag = run_diagnostics(run_dir, study.ANALYSES, progress=False, n_sequences=args.probe,
+                                       seed=study.PROBE["seed"])
+            probe = {"n_sequences": args.probe, "seed": study.PROBE["seed"]}
+            doc = study.summarise(run_dir, diag, job=job, probe=probe, cell=f"{model}-{fmt}-paper-budget", budget=None,
+                                  seed=cfg.train.seed, factor="paper budget",
+                                  what=f"{model}, {fmt}, the {PROFILES[fmt]} profile's budget")
             cmd = " ".join(["python scripts/gpu/keyframe_paper_budget.py", *(argv if argv is not None else sys.argv[1:])])
             doc["provenance"] = {"command": cmd, **study.git_commit(), "started": started,
                                  "wall_seconds": round(time.perf_counter() - t0, 1),
