@@ -23,7 +23,7 @@ from windtunnel.tables import table
 PAPER_TRAINED, PAPER_RANDOM = 0.052, 0.082
 #: the authors' "production" and v1 budgets (steps), for the extrapolation
 PAPER_STEPS = (50_000, 100_000)
-FACTORS = ("model", "format", "head", "norm", "bias", "init")
+FACTORS = ("model", "format", "head", "norm", "bias", "init", "task")
 HEADLINE = ("transformer", "tinygpt")
 FRAME_RATIO, FRAME_DAMAGE = 2.0, 2.0  # a frame head: >= 2x the runner-up's damage, and the error at least doubled
 PNG = {"Software": None}

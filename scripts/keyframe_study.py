@@ -82,6 +82,12 @@ CELLS = {
                                    "transformer, PyTorch's default initialisation"),
     "tinygpt-init-torch": Cell("tinygpt", {"model_params.init": "torch"}, "init",
                                "tinygpt, PyTorch's default initialisation"),
+    # not in the issue's list: keys drawn with replacement (the authors' data code's default), so
+    # that a repeated key must be matched to its earlier occurrence and key identity matters
+    "transformer-replacement": Cell("transformer", {"task_params.with_replacement": True}, "task",
+                                    "transformer, keys drawn with replacement"),
+    "tinygpt-replacement": Cell("tinygpt", {"task_params.with_replacement": True}, "task",
+                                "tinygpt, keys drawn with replacement"),
 }
 
 #: (cell, budget multiple, seed), in the order they run: the decisive comparisons first (the
@@ -93,6 +99,7 @@ PLAN = [
     *[(c, 1, 0) for c in ("transformer-tie-vocab", "transformer-untied", "transformer-rmsnorm", "transformer-nobias",
                           "transformer-init-torch")],
     *[(c, 1, s) for s in (1, 2) for c in ("transformer", "tinygpt")],
+    *[(c, 1, 0) for c in ("transformer-replacement", "tinygpt-replacement")],
     *[(c, b, 0) for b in (3, 10) for c in ("transformer", "tinygpt")],
     *[(c, 1, 0) for c in ("tinygpt-tie-answers", "tinygpt-layernorm", "tinygpt-init-torch")],
     *[(c, 1, s) for s in (1, 2) for c in ("transformer-paired", "tinygpt-paired")],
