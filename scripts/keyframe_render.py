@@ -166,7 +166,8 @@ def frame_verdict(d: dict) -> str:
 
 def ablation_table(docs) -> list[str]:
     rows = []
-    for d in sorted(docs, key=lambda d: (d["cell"] not in HEADLINE, d["cell"], d["budget"], d["seed"])):
+    order = cell_order((d["cell"], d["factor"]) for d in docs)
+    for d in sorted(docs, key=lambda d: (order.index(d["cell"]), d["budget"], d["seed"])):
         a = d["ablation"]
         top, second = a["heads"][0], a["heads"][1]
         block = max((b for b in a["blocks"] if b["name"].endswith(".block")), key=lambda b: b["ratio"])
