@@ -344,8 +344,19 @@ def machine_line(docs) -> str:
     return "; ".join(", ".join(f"{k} {v}" for k, v in json.loads(x).items()) for x in m)
 
 
+def planned_jobs() -> list[str]:
+    """The study's plan (``scripts/keyframe_study.py``, beside this file), job names in order."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("keyframe_study", Path(__file__).with_name("keyframe_study.py"))
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    return [study.job_name(*job) for job in study.PLAN]
+
+
 def render(results: Path, page: Path, figures: Path) -> list[Path]:
     docs = load(results)
+    missing = [j for j in planned_jobs() if j not in {d["job"] for d in docs}]
     gpu = load(Path(results) / "gpu") if (Path(results) / "gpu").is_dir() else []
     groups = by_cell(docs)
     rel = Path(figures).name
@@ -385,6 +396,9 @@ def render(results: Path, page: Path, figures: Path) -> list[Path]:
         "## What the data say",
         "",
         *findings(groups, docs),
+        "",
+        f"Jobs: {len(docs)} of the plan's {len(docs) + len(missing)} ran"
+        + (f"; not run (CPU time): {', '.join(f'`{j}`' for j in missing)}." if missing else "."),
         "",
         "## 1. One factor at a time (1x = 1200 steps)",
         "",

@@ -92,15 +92,15 @@ CELLS = {
 
 #: (cell, budget multiple, seed), in the order they run: the decisive comparisons first (the
 #: two models in both formats, the transformer's single factors, the seeds and budgets of the
-#: two models in the main job's format), then the reverse single factors of tinygpt and the
-#: seeds of the paired format
+#: two models in the main job's format), then keys with replacement, the reverse single factors
+#: of tinygpt and the seeds of the paired format
 PLAN = [
     *[(c, 1, 0) for c in ("transformer", "tinygpt", "transformer-paired", "tinygpt-paired")],
     *[(c, 1, 0) for c in ("transformer-tie-vocab", "transformer-untied", "transformer-rmsnorm", "transformer-nobias",
                           "transformer-init-torch")],
     *[(c, 1, s) for s in (1, 2) for c in ("transformer", "tinygpt")],
-    *[(c, 1, 0) for c in ("transformer-replacement", "tinygpt-replacement")],
     *[(c, b, 0) for b in (3, 10) for c in ("transformer", "tinygpt")],
+    *[(c, 1, 0) for c in ("transformer-replacement", "tinygpt-replacement")],
     *[(c, 1, 0) for c in ("tinygpt-tie-answers", "tinygpt-layernorm", "tinygpt-init-torch")],
     *[(c, 1, s) for s in (1, 2) for c in ("transformer-paired", "tinygpt-paired")],
 ]
