@@ -347,10 +347,13 @@ def machine_line(docs) -> str:
 def planned_jobs() -> list[str]:
     """The study's plan (``scripts/keyframe_study.py``, beside this file), job names in order."""
     import importlib.util
+    import sys
 
-    spec = importlib.util.spec_from_file_location("keyframe_study", Path(__file__).with_name("keyframe_study.py"))
-    study = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(study)
+    study = sys.modules.get("keyframe_study")
+    if study is None:
+        spec = importlib.util.spec_from_file_location("keyframe_study", Path(__file__).with_name("keyframe_study.py"))
+        study = sys.modules["keyframe_study"] = importlib.util.module_from_spec(spec)  # its dataclass needs it there
+        spec.loader.exec_module(study)
     return [study.job_name(*job) for job in study.PLAN]
 
 
