@@ -245,6 +245,14 @@ def findings(groups, docs) -> list[str]:
         t, g = (mean([raw0(d) for d in groups[(c, 1)]]) for c in HEADLINE)
         lines.append(f"- Model against model at 1x (sep-vocab): `transformer` {t:.3f}, `tinygpt` {g:.3f}; "
                      f"random {mean([d['key_frame']['tokens_raw']['random'][0] for d in groups[('transformer', 1)]]):.3f}.")
+    for fmt in sorted({d["format"] for d in docs}, reverse=True):
+        mine = [d for d in docs if d["format"] == fmt and not d["task_params"].get("with_replacement", False)]
+        for name, get in (("raw", raw0), ("centred", centred0)):
+            v = [get(d) for d in mine]
+            r = mean([d["key_frame"][f"tokens_{name}"]["random"][0] for d in mine])
+            lines.append(f"- Layer-0 keys, {name}, every {fmt} run with keys drawn without replacement ({len(mine)}): "
+                         f"{min(v):.3f} to {max(v):.3f} "
+                         f"(random {r:.3f}).")
     below = [d["job"] for d in docs if raw0(d) < d["key_frame"]["tokens_raw"]["random"][0]]
     lines.append(f"- Runs whose L0 raw statistic is below its random value (the paper's direction): "
                  f"{len(below)} of {len(docs)}" + (f" ({', '.join(below)})." if below else "."))

@@ -242,7 +242,7 @@ def summarise(run_dir: Path, diag: dict, **meta) -> dict:
     abl, dyn = res["ablation"], res["dynamics"]
     heads = sorted(abl["heads"], key=lambda h: -h["delta_entropy_error"])
     return {
-        "model": cfg["model"], "format": cfg["task_params"].get("format", "sepvocab"),
+        "model": cfg["model"], "format": cfg["task_params"].get("format", "sepvocab"), "task_params": cfg["task_params"],
         "model_config": resolved_model(cfg), "train": cfg["train"],
         "steps": cfg["train"]["steps"], "lr": cfg["train"]["lr"], "n_params": ev["n_params"],
         "train_seconds": ev["train_seconds"],
