@@ -99,9 +99,11 @@ PLAN = [
     *[(c, 1, 0) for c in ("transformer-tie-vocab", "transformer-untied", "transformer-rmsnorm", "transformer-nobias",
                           "transformer-init-torch")],
     *[(c, 1, s) for s in (1, 2) for c in ("transformer", "tinygpt")],
+    ("tinygpt-init-torch", 1, 0), *[("transformer-init-torch", 1, s) for s in (1, 2)],  # the init moved it: seeds
     *[(c, b, 0) for b in (3, 10) for c in ("transformer", "tinygpt")],
     *[(c, 1, 0) for c in ("transformer-replacement", "tinygpt-replacement")],
-    *[(c, 1, 0) for c in ("tinygpt-tie-answers", "tinygpt-layernorm", "tinygpt-init-torch")],
+    *[(c, 1, 0) for c in ("tinygpt-tie-answers", "tinygpt-layernorm")],
+    *[("tinygpt-init-torch", 1, s) for s in (1, 2)],
     *[(c, 1, s) for s in (1, 2) for c in ("transformer-paired", "tinygpt-paired")],
 ]
 
