@@ -253,9 +253,16 @@ def findings(groups, docs) -> list[str]:
             lines.append(f"- Layer-0 keys, {name}, every {fmt} run with keys drawn without replacement ({len(mine)}): "
                          f"{min(v):.3f} to {max(v):.3f} "
                          f"(random {r:.3f}).")
-    below = [d["job"] for d in docs if raw0(d) < d["key_frame"]["tokens_raw"]["random"][0]]
-    lines.append(f"- Runs whose L0 raw statistic is below its random value (the paper's direction): "
-                 f"{len(below)} of {len(docs)}" + (f" ({', '.join(below)})." if below else "."))
+    for cell in HEADLINE:
+        budgets = sorted(b for (c, b) in groups if c == cell)
+        if len(budgets) > 1:
+            path = " → ".join(f"{b}x {mean([raw0(d) for d in groups[(cell, b)]]):.3f} / "
+                              f"{mean([centred0(d) for d in groups[(cell, b)]]):.3f}" for b in budgets)
+            lines.append(f"- Budget, `{cell}` (L0 raw / centred, seed means): {path}.")
+    for name in ("raw", "centred"):
+        below = [d["job"] for d in docs if d["key_frame"][f"tokens_{name}"]["p_below_random_layer0"] < 0.05]
+        lines.append(f"- Runs whose layer-0 {name} statistic is below its random value with Monte Carlo p < 0.05 "
+                     f"(the paper's direction): {len(below)} of {len(docs)}" + (f" ({', '.join(below)})." if below else "."))
     frame = [d["job"] for d in docs if frame_verdict(d).startswith("**")]
     lines.append(f"- Runs with a single frame head by the rule below: {len(frame)} of {len(docs)}"
                  + (f" ({', '.join(frame)})." if frame else "."))
