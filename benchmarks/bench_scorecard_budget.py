@@ -3,26 +3,32 @@
     .venv/bin/python benchmarks/bench_scorecard_budget.py [MODEL] [--profile quick]
         [--steps 4] [--warmup 2] [--jobs N] [--validate TASK]
 
-``windtunnel scorecard MODEL`` trains MODEL and the transformer at every rung of every tunnel and
-first tunes each (task, model) whose profile commits no learning rate (successive halving: five
-candidates to 10% of the run, three to 30%, the winner to the end). Running it for real takes an
-hour or more of both cores, so this prices it from its parts, each measured on this machine with
-the run's own thread count: per run of the scorecard's sweep (the configs ``windtunnel scorecard``
-resolves, capacity-matched), the median of ``--steps`` training steps (after ``--warmup``), one
-held-out probe and one full evaluation (``evaluate_run``, as at the end of a run). A run is
-priced at steps x step + probes x probe + evaluation; a search at its candidates' steps and probes.
+Running a scorecard for real takes most of an hour on 2 cores, so this prices it from its parts,
+each measured on this machine with the run's own thread count: per run of the scorecard's sweep
+(the configs ``windtunnel scorecard`` resolves, capacity-matched), the median of ``--steps``
+training steps (after ``--warmup``), one held-out probe and one full evaluation. A run is priced
+at steps x step + probes x probe + evaluation; a search at its candidates' legs; every job with the
+measured start-up of its fresh process; the pools scheduled as the scorecard runs them (by tokens
+trained, largest first, each on the first free worker).
 
-The wall time is then scheduled as the scorecard runs it on ``jobs`` workers: the searches first,
-all at once, stage by stage (every search's candidates of a stage in one pool: ``tune_many``),
-then the sweep's remaining runs, each pool starting its jobs in the order the scorecard does (by
-tokens trained, largest first, each on the first free worker), every job with the measured
-start-up of its fresh process.
-``--validate TASK`` also trains the transformer's run of TASK for real (the whole run, timed)
-to check the estimate against a measured run: pick a short one (``dirichlet``). Times are printed,
-never asserted on; time it on idle cores.
+Two protocols are priced:
 
-The default MODEL is the 54-line example mixer (``my_mixer:EMAMixer``, from ``examples/``, which
-this script puts on the path), a model of a user's that no profile commits a rate for.
+- **before**: MODEL and the transformer at every rung, each search the plain halving (five
+  candidates to 10%, three to 30%, the winner to the end);
+- **now, at most**: MODEL alone (the transformer's results ship with the package), each search
+  annealed (a cooldown branch of 0.2 x the step per candidate and comparison), and each ladder
+  searched from the profile's own rung: priced on the longer of its two paths (up while realised,
+  down while not), with no run stopped early and the plateau guard keeping all five candidates
+  through the comparisons: an upper bound, since an early decision or a lower rung not needed
+  only shortens it.
+
+``--validate TASK`` also trains the transformer's run of TASK for real (the whole run, timed) to
+check the estimate against a measured run: pick a short one (``dirichlet``). Times are printed,
+never asserted on; time it on idle cores. The real scorecard's wall time, with ``/usr/bin/time``,
+is the figure the docs give (docs/results/scorecard.md).
+
+The default MODEL is the example mixer (``my_mixer:EMAMixer``, from ``examples/``, which this
+script puts on the path), a model of a user's that no profile commits a rate for.
 """
 
 from __future__ import annotations
@@ -40,10 +46,14 @@ from pathlib import Path
 import torch
 
 from windtunnel.evaluate.evaluator import probe_metrics, sample_eval
+from windtunnel.sweep import Execution
+from windtunnel.sweep.execution import cpu_cores
 from windtunnel.sweep.expand import expand
-from windtunnel.sweep.run import cpu_cores, run_cost, tokens_to, unique_runs
-from windtunnel.sweep.scorecard import PRIMITIVES, budget_jobs, scorecard_sweep
-from windtunnel.sweep.tune import TuneSpec, rung_steps
+from windtunnel.sweep.folders import unique_runs
+from windtunnel.sweep.primitives import PRIMITIVES, budget_execution
+from windtunnel.sweep.run import run_cost, tokens_to
+from windtunnel.sweep.scorecard import ladder, scorecard_sweep
+from windtunnel.sweep.tune import SEARCH, TuneSpec, rung_steps
 from windtunnel.tasks import make_generator
 from windtunnel.train.build import build
 from windtunnel.train.config import load_profile
@@ -73,20 +83,39 @@ def run_seconds(cfg, p: dict[str, float]) -> float:
     return tc.steps * p["step"] + tc.steps // (tc.eval_every or max(1, tc.steps // 10)) * p["probe"] + p["eval"]
 
 
-def search_stages(cfg, p: dict[str, float], overhead: float) -> list[list[tuple[float, int]]]:
-    """Per stage of the default search on ``cfg``'s run, each candidate's leg as (seconds, the
-    pool's sort key): its steps, probes and start-up (the winner's evaluation in its last leg);
-    the key is :func:`~windtunnel.sweep.tune._work_cost`'s, the target step's tokens."""
-    spec, tc = TuneSpec(), cfg.train
+def search_stages(cfg, p: dict[str, float], overhead: float, spec: TuneSpec, guard_holds: bool = False
+                  ) -> list[list[tuple[float, int]]]:
+    """Per stage of a search on ``cfg``'s run, each job's leg as (seconds, the pool's sort key):
+    the candidates' training to the stage's step (the winner's evaluation in its last leg), and at a
+    comparison of an annealed search each candidate's cooldown branch; ``guard_holds``: every
+    candidate kept through the comparisons (none left the plateau)."""
+    tc = cfg.train
     every = tc.eval_every or max(1, tc.steps // 10)
-    ends = [*rung_steps(cfg, spec.rungs), tc.steps]
+    compare = rung_steps(cfg, spec.compare_at)
+    ends = [*compare, tc.steps]
     n, prev, stages = len(spec.grid["train.lr"]), 0, []
     for i, end in enumerate(ends):
         leg = (end - prev) * p["step"] + (end // every - prev // every) * p["probe"] + overhead
         leg += p["eval"] if i == len(ends) - 1 else 0
-        stages.append([(leg, tokens_to(cfg.task, cfg.task_params, tc.batch_size, end))] * n)
-        n, prev = (1 if i >= len(ends) - 2 else math.ceil(n / spec.eta)), end
+        key = tokens_to(cfg.task, cfg.task_params, tc.batch_size, end)
+        stages.append([(leg, key)] * n)
+        if end in compare and spec.cooldown:
+            cool = max(1, round(spec.cooldown * end))
+            stages.append([(cool * p["step"] + p["probe"] + overhead, key // 10)] * n)
+        last = i >= len(ends) - 2
+        n, prev = (1 if last else n if guard_holds else math.ceil(n / spec.eta)), end
     return stages
+
+
+def ladder_paths(profile: str, model: str) -> dict[str, list[list[str]]]:
+    """Per primitive, the experiments its ladder search runs on each of its two paths from the
+    profile's own rung (up while realised, down while not)."""
+    out = {}
+    for task, _ in PRIMITIVES.values():
+        names = [name for name, _ in ladder(profile, task)]
+        own = names.index(task)
+        out[task] = [names[own:], names[own::-1]]
+    return out
 
 
 def schedule(jobs_: list[tuple[float, int]], workers: int) -> float:
@@ -115,35 +144,57 @@ def main() -> None:
     args = ap.parse_args()
 
     runs = unique_runs(expand(scorecard_sweep(args.model, args.profile)))
-    jobs = budget_jobs(args.profile, args.jobs, [r.config for r in runs])
-    tasks = [t for t, _ in PRIMITIVES.values()]
+    jobs = budget_execution(args.profile, Execution(workers=args.jobs), [r.config for r in runs]).workers
     overhead = statistics.median(startup_seconds() for _ in range(3))
+    tasks = [t for t, _ in PRIMITIVES.values()]
     print(f"scorecard of {args.model} ({args.profile}): {len(runs)} runs on {jobs} worker(s), {cpu_cores()} core(s); "
           f"{overhead:.1f} s to start each job's process")
-    print(f"{'run':44s} {'steps':>6s} {'ms/step':>8s} {'probe s':>8s} {'eval s':>7s} {'run s':>7s} {'search s':>9s}")
-    rest, stages, total_core, priced = [], [], 0.0, {}
+    print(f"{'run':44s} {'steps':>6s} {'ms/step':>8s} {'probe s':>8s} {'eval s':>7s} {'run s':>7s}")
+    priced, secs = {}, {}
     for r in sorted(runs, key=lambda r: (tasks.index(r.config.task), r.experiment, r.config.model)):
         cfg = r.config
         p = priced[r.name] = price(cfg, args.steps, args.warmup)
-        secs = run_seconds(cfg, p) + overhead
-        searched = r.experiment == cfg.task and cfg.model not in load_profile(args.profile, cfg.task).get("tuned", {})
-        legs = search_stages(cfg, p, overhead) if searched else []
-        core = sum(sec for stage in legs for sec, _ in stage) if searched else secs
-        total_core += core
-        if searched:
-            stages += [[] for _ in range(len(legs) - len(stages))]
-            for k, leg in enumerate(legs):
-                stages[k] += leg
-        else:
-            rest.append((secs, run_cost(r)))
+        secs[r.name] = run_seconds(cfg, p) + overhead
         print(f"{r.name:44s} {cfg.train.steps:6d} {1e3 * p['step']:8.1f} {p['probe']:8.2f} {p['eval']:7.1f} "
-              f"{secs:7.0f} {(f'{core:9.0f}' if searched else '        -')}")
-    sweep_wall, tune_wall = schedule(rest, jobs), sum(schedule(legs, jobs) for legs in stages)
-    print(f"\nsearches: {sum(sec for st in stages for sec, _ in st) / 60:.1f} core-min, {tune_wall / 60:.1f} min of "
-          f"wall time (every search's candidates of a stage in one pool of {jobs}, largest first)")
-    print(f"the other {len(rest)} runs: {sum(sec for sec, _ in rest) / 60:.1f} core-min, {sweep_wall / 60:.1f} min "
-          f"on {jobs} worker(s)")
-    print(f"whole scorecard: {total_core / 60:.1f} core-min; estimated wall time {(tune_wall + sweep_wall) / 60:.1f} min")
+              f"{secs[r.name]:7.0f}")
+    halving, annealed = TuneSpec(), TuneSpec(**SEARCH)
+
+    def searched(r) -> bool:
+        return r.experiment == r.config.task and r.config.model not in load_profile(args.profile, r.config.task).get("tuned", {})
+
+    def price_protocol(which: list, spec: TuneSpec, guard: bool) -> tuple[float, float]:
+        stages, core = [], 0.0
+        for r in which:
+            if searched(r):
+                legs = search_stages(r.config, priced[r.name], overhead, spec, guard)
+                stages += [[] for _ in range(len(legs) - len(stages))]
+                for k, leg in enumerate(legs):
+                    stages[k] += leg
+                core += sum(sec for leg in legs for sec, _ in leg)
+        return core, sum(schedule(legs, jobs) for legs in stages)
+
+    # before: both models at every rung, plain halving
+    core, wall = price_protocol(runs, halving, False)
+    rest = [(secs[r.name], run_cost(r)) for r in runs if not searched(r)]
+    core += sum(s for s, _ in rest)
+    wall += schedule(rest, jobs)
+    print(f"\nbefore (both models, every rung, plain halving): {core / 60:.1f} core-min, {wall / 60:.1f} min on {jobs} workers")
+    # now, at most: the model alone, annealed searches (guard holding throughout), each ladder's longer path, no early stop
+    mine = [r for r in runs if r.config.model == args.model]
+    for guard in (False, True):
+        core, wall = price_protocol(mine, annealed, guard)
+        stage_jobs: list[list[tuple[float, int]]] = []
+        for task, paths in ladder_paths(args.profile, args.model).items():
+            by_exp = {r.experiment: r for r in mine if r.config.task == task}
+            longest = max(paths, key=lambda path: sum(secs[by_exp[e].name] for e in path[1:] if e in by_exp))
+            for k, exp in enumerate(longest[1:]):  # the own rung is the search's winner
+                stage_jobs += [[] for _ in range(k + 1 - len(stage_jobs))]
+                if exp in by_exp:
+                    stage_jobs[k].append((secs[by_exp[exp].name], run_cost(by_exp[exp])))
+        core += sum(s for st in stage_jobs for s, _ in st)
+        wall += sum(schedule(st, jobs) for st in stage_jobs)
+        print(f"now, at most (the model alone, annealed searches{' with the guard holding' if guard else ''}, each "
+              f"ladder's longer path, no early stop): {core / 60:.1f} core-min, {wall / 60:.1f} min on {jobs} workers")
 
     if args.validate:
         run = next(r for r in runs if r.experiment == args.validate and r.config.model == "transformer")

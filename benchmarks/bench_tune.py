@@ -1,12 +1,15 @@
 """What tuning one architecture on one tunnel costs, against one run of it (the target: at most 2x).
 
-`windtunnel tune`'s default search (five learning rates, successive halving at 10% and 30% of the
-run, the winner to the end) against the straightforward cost it replaces and the single run it
-produces. Both start from the same config (the quick profile with the scorecard's budget, one
-thread, the steps cut to --steps so that it takes minutes) in fresh folders; the single run is the
-config at the profile's learning rate, trained and evaluated. Printed: wall seconds of each, the
-ratio, and the optimizer steps the search trained against those of one run (1.8 by design; the
-rest of the ratio is the pilots' probe checks, checkpoints and evaluation).
+`windtunnel tune`'s default search (five learning rates compared at 10% and 30% of the run, each
+after a cooldown branch of 0.2 x the comparison step, the plateau guard and ties; the winner to
+the end) and the plain successive halving of earlier versions, against the single run a search
+produces and the straightforward cost it replaces (every candidate to the end, ``--full``). All
+start from the same config (the quick profile with the scorecard's budget, one thread, the steps
+cut to --steps so that it takes minutes) in fresh folders; the single run is the config at the
+profile's learning rate, trained and evaluated. Printed: wall seconds of each, the ratio, and the
+optimizer steps trained (cooldown branches included) against those of one run. The guard keeps
+every candidate while none has left the plateau, so a search on a tunnel the model cannot learn
+costs more: the table says how many candidates each comparison kept.
 
     python benchmarks/bench_tune.py [--task bijection] [--model transformer] [--steps 300] [--full]
 """
@@ -20,10 +23,19 @@ from pathlib import Path
 
 import torch
 
-from windtunnel.sweep.scorecard import task_metric, tune_configs
-from windtunnel.sweep.tune import TuneSpec, tune
+from windtunnel.sweep import Execution
+from windtunnel.sweep.primitives import task_metric, tune_configs
+from windtunnel.sweep.tune import SEARCH, TuneSpec, tune
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.trainer import train
+
+
+def trained_steps(run_dir: Path) -> int:
+    """Optimizer steps trained in a run folder (a cooldown branch from its branch point on)."""
+    run = RunDir(run_dir)
+    rows = run.metrics()
+    cool = run.config.train.cooldown
+    return (rows[-1]["step"] - (cool.at if cool else 0)) if rows else 0
 
 
 def main() -> None:
@@ -35,21 +47,24 @@ def main() -> None:
     args, _ = ap.parse_known_args()
     torch.set_num_threads(1)
     config = tune_configs(args.task, [args.model], "quick", {"train.steps": args.steps, "train.threads": 1})[0]
-    spec = TuneSpec(metric=task_metric(args.task))
+    halving = TuneSpec(metric=task_metric(args.task))
+    searches = [("annealed search with the plateau guard (default)", halving.replace(**SEARCH)),
+                ("plain successive halving (before)", halving),
+                *([("every candidate to the end", halving.replace(full=True))] if args.full else [])]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         t0 = time.perf_counter()
         train(config, tmp / "single", progress=False)
         single = time.perf_counter() - t0
         rows = [("one run (the profile's lr)", single, args.steps)]
-        for name, s in [("successive halving (default)", spec), *([("every candidate to the end", spec.replace(full=True))]
-                                                                   if args.full else [])]:
-            out = tmp / name.split()[0]
+        for i, (name, s) in enumerate(searches):
+            out = tmp / f"search{i}"
             t0 = time.perf_counter()
-            res = tune(config, out, s, log=lambda _: None)
+            res = tune(config, out, s, Execution.quiet(workers=1))
             wall = time.perf_counter() - t0
-            steps = sum(max(r["step"] for r in RunDir(out / c["run"]).metrics()) for c in res.candidates)
-            rows.append((f"{name}: best lr {res.best['train.lr']:g}", wall, steps))
+            steps = sum(trained_steps(d) for d in out.iterdir() if (d / "config.json").is_file())
+            kept = [sum(1 for c in res.candidates if str(s) in c["scores"]) for s in res.rung_steps[:-1]]
+            rows.append((f"{name}: best lr {res.best['train.lr']:g}, kept {kept}", wall, steps))
     print(f"\n{args.task} / {args.model}, quick profile at {args.steps} steps, 1 thread, one run at a time\n")
     print("| | wall s | x one run | optimizer steps | x one run |")
     print("|---|---|---|---|---|")

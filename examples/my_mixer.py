@@ -6,7 +6,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from windtunnel.models import InputAdapter, ModelConfig, OutputHead, Tap, WindModel
+from windtunnel.models import ModelConfig, Tap, WindModel
 
 
 class EMAMixerConfig(ModelConfig):
@@ -40,15 +40,11 @@ class EMAMixer(WindModel):
     # from position to position; no attention, no head ablation; the final norm is `norm`
     has_recurrent_state = True
 
-    def __init__(self, spec, config=None, **params):
-        super().__init__(spec, config, **params)
-        c = self.config
-        self.embed = InputAdapter(spec, c.d_model, c.max_len, c.init)  # tokens or vectors, + positions
+    def build(self, c):  # the blocks; the base class builds the embedding before and the head after
         self.blocks = nn.ModuleList(EMABlock(c.d_model) for _ in range(c.n_layers))
         self.norm = nn.LayerNorm(c.d_model)
-        self.head = OutputHead(spec, c.d_model, tied=c.tie_head)  # the task's answer space
 
-    def mix(self, x: torch.Tensor, cache) -> torch.Tensor:  # capture names: embed, the taps' paths, final
+    def mix(self, x: torch.Tensor) -> torch.Tensor:  # capture names: embed, the taps' paths, final
         for block in self.blocks:
             x = block(x)
         return self.norm(x)

@@ -7,6 +7,7 @@ the value given and what is allowed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import types
@@ -161,6 +162,15 @@ def format_validation_error(cls: type[BaseModel], exc: pydantic.ValidationError,
         allowed = f"; allowed: {allowed_range(field)}" if field is not None else ""
         lines.append(f"  field '{loc}' = {given!r}: {msg}{allowed}")
     return "\n".join(lines)
+
+
+def short_hash(content: str | Mapping[str, Any] | list) -> str:
+    """The content hash that names run, sweep and comparison folders: the first 10 hex digits of
+    the SHA-256 of ``content`` (text as given; anything else as JSON with sorted keys). The one
+    hashing routine of the package: what a folder name is made of is the caller's, how it is
+    hashed is here."""
+    text = content if isinstance(content, str) else json.dumps(content, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 # ---------------------------------------------------------------------------------------

@@ -68,8 +68,9 @@ CASES = [
     (["scorecard", "gru", "--backend", "slurm", "--out", "o"], "backend = 'slurm'"),
     (["scorecard", "gru", "--log", "nosuch", "--out", "o"], "--log 'nosuch': unknown tracker"),
     # tune: the search (rungs, eta, metric, grid), the base config, jobs
-    (["tune", "bijection", "gru", "--rungs", "0.5,0.2", "--out", "o"], "rungs"),
-    (["tune", "bijection", "gru", "--rungs", "a,b", "--out", "o"], "--rungs 'a,b'"),
+    (["tune", "bijection", "gru", "--compare-at", "0.5,0.2", "--out", "o"], "compare_at"),
+    (["tune", "bijection", "gru", "--compare-at", "a,b", "--out", "o"], "--compare-at 'a,b'"),
+    (["tune", "bijection", "gru", "--rungs", "a,b", "--out", "o"], "--rungs 'a,b'"),  # the deprecated spelling
     (["tune", "bijection", "gru", "--eta", "1", "--out", "o"], "eta"),
     (["tune", "bijection", "gru", "--metric", "nosuch", "--out", "o"], "metric"),
     (["tune", "bijection", "gru", "--grid", "train.lr=-1", "--out", "o"], "train.lr"),

@@ -10,7 +10,7 @@ import torch
 import windtunnel
 from windtunnel.config import ConfigError
 from windtunnel.interop import api
-from windtunnel.sweep import SweepConfig, run_sweep
+from windtunnel.sweep import Execution, SweepConfig, run_sweep
 from windtunnel.sweep.aggregate import read_csv
 from windtunnel.tasks.base import make_generator
 from windtunnel.train.checkpoint import CheckpointError
@@ -49,7 +49,7 @@ def run_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("api") / "sweep"
-    run_sweep(SweepConfig.build(TINY_SWEEP), folder, progress=False, log=lambda _: None)
+    run_sweep(SweepConfig.build(TINY_SWEEP), folder, Execution.quiet())
     return folder
 
 

@@ -13,7 +13,6 @@ from torch import nn
 
 from windtunnel.config import ConfigError
 from windtunnel.models import check_model, make_model
-from windtunnel.models.base import NO_CAPTURE
 from windtunnel.models.mamba import MambaConfig, MambaMixer
 from windtunnel.models.ops import scan_ext
 from windtunnel.models.ops.causal_conv import CppCausalConvSiLU, causal_conv_silu
@@ -163,7 +162,7 @@ def test_matches_transformers_mamba(sepvocab, scan_path, dtype):
     ours, ref = ours.to(dtype), ref.to(dtype)
 
     x = torch.randint(0, 40, (4, 37), generator=torch.Generator().manual_seed(1))
-    ours_final = ours.mix(ours.embed(x), NO_CAPTURE)
+    ours_final = ours.mix(ours.embed(x))
     ref_final = ref(input_ids=x, use_cache=False).last_hidden_state
     torch.testing.assert_close(ours_final, ref_final, **tol)
 
@@ -189,7 +188,7 @@ def test_cpp_and_pytorch_paths_agree_in_float64(sepvocab, monkeypatch):
     for path in ("torch", "cpp"):
         monkeypatch.setattr(scan_ext, "use_cpp", lambda path=path: path == "cpp")
         model.zero_grad()
-        final = model.mix(model.embed(x), NO_CAPTURE)
+        final = model.mix(model.embed(x))
         (final * weight).sum().backward()
         results[path] = (final.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
     torch.testing.assert_close(results["cpp"][0], results["torch"][0], atol=1e-12, rtol=1e-12)

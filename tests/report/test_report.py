@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from windtunnel.cli import app
 from windtunnel.geometry.diagnose import run_diagnostics
 from windtunnel.report.page import write_report
-from windtunnel.sweep import SweepConfig, run_sweep
+from windtunnel.sweep import Execution, SweepConfig, run_sweep
 
 runner = CliRunner()
 TINY = ["train.steps=12", "train.batch_size=8", "train.checkpoints=2", "train.threads=1",
@@ -43,7 +43,7 @@ def sweep_dir(tmp_path_factory):
                                  "binding": {"experiment": "recall", "metric": "accuracy"}}},
     }
     out = tmp_path_factory.mktemp("sweep")
-    outcome = run_sweep(SweepConfig.build(doc), out, progress=False, log=lambda _: None)
+    outcome = run_sweep(SweepConfig.build(doc), out, Execution.quiet())
     diag = next(r for r in outcome.runs if r.experiment == "bijection" and r.config.model == "transformer")
     run_diagnostics(out / diag.name, ["attention", "value_manifold"], n_sequences=32, progress=False)
     torch.set_num_threads(before)

@@ -124,7 +124,8 @@ def test_a_scorecard_verdict_carries_the_cautions_of_the_search_behind_it(tmp_pa
 
 def test_scorecard_tunes_each_model_the_profile_commits_nothing_for(tmp_path, examples_on_path):
     out = tmp_path / "card"
-    args = ["scorecard", USER, "--primitives", "accumulation", "--out", str(out), "--quiet", "--no-rungs", "--jobs", "1"]
+    args = ["scorecard", USER, "--primitives", "accumulation", "--out", str(out), "--quiet", "--no-rungs", "--jobs", "1",
+            "--reference", "train"]
     for o in TINY:
         args += ["--set", o]
     res = CliRunner().invoke(app, args)
@@ -143,7 +144,9 @@ def test_scorecard_tunes_each_model_the_profile_commits_nothing_for(tmp_path, ex
     res = CliRunner().invoke(app, [*args[:5], str(again), *args[6:], "--reuse", str(out)])
     assert res.exit_code == 0, res.output
     candidates = [c["run"] for c in json.loads((out / "tune-bijection-my_mixer.EMAMixer.json").read_text())["candidates"]]
-    assert f"reused {len(candidates) + (0 if committed else 5)} run(s)" in res.output
+    branches = [d for d in out.iterdir() if (d / "config.json").is_file() and "cooldown" in (d / "config.json").read_text()]
+    assert branches  # each candidate's annealed branch at the comparison, reused too
+    assert f"reused {len(candidates) + len(branches) + (0 if committed else 5)} run(s)" in res.output
     for run in candidates:
         assert (again / run / "metrics.jsonl").read_bytes() == (out / run / "metrics.jsonl").read_bytes()
     assert json.loads((again / "tune-bijection-my_mixer.EMAMixer.json").read_text())["best"]["train.lr"] == best
@@ -155,7 +158,7 @@ def test_scorecard_tunes_each_model_the_profile_commits_nothing_for(tmp_path, ex
 def test_scorecard_trains_scores_and_diagnoses_a_user_mixer(tmp_path, examples_on_path):
     out = tmp_path / "card"
     args = ["scorecard", USER, "--primitives", "accumulation,continuous", "--out", str(out), "--quiet", "--no-tune",
-            "--jobs", "1"]
+            "--jobs", "1", "--reference", "train"]
     for o in TINY:
         args += ["--set", o]
     res = CliRunner().invoke(app, args)
@@ -179,10 +182,14 @@ def test_scorecard_trains_scores_and_diagnoses_a_user_mixer(tmp_path, examples_o
     doc = run_diagnostics(run, progress=False)
     assert "value_manifold" in doc["analyses_run"] and "logit_lens" in doc["analyses_run"]
     assert "attention" in doc["skipped"] and doc["skipped"]["attention"]
-    # a second scorecard in a new folder reuses the first's finished runs: nothing trains again
+    # a second scorecard in a new folder reuses the first's finished runs, stage by stage of its
+    # ladder search: nothing trains again
     res = CliRunner().invoke(app, [*args[:5], str(tmp_path / "again"), *args[6:], "--reuse", str(out)])
     assert res.exit_code == 0, res.output
-    assert "reused 12 run(s)" in res.output and "12 finished (skipped), 0 to run" in res.output
+    import re
+
+    assert sum(int(n) for n in re.findall(r"reused (\d+) run\(s\)", res.output)) == 12
+    assert "12 finished (skipped), 0 to run" in res.output and "started" not in res.output
     assert json.loads((tmp_path / "again" / "scorecard.json").read_text())["primitives"] == card["primitives"]
 
 
@@ -192,7 +199,7 @@ def test_docs_show_the_example_mixer_whole():
 
 
 def test_the_report_lists_the_cautions_behind_the_scorecard(tmp_path):
-    from windtunnel.report.page import scorecard_section
+    from windtunnel.report.scorecard import scorecard_section
 
     search = {"source": "tune-hmm-my_mixer.EMAMixer.json", "best": {"train.lr": 1e-4},
               "cautions": ["the 3 candidates compared at step 450 were within 0.5% of each other"]}

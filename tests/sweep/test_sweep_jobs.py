@@ -12,14 +12,19 @@ from sweep_tiny import tiny_sweep_doc
 
 from windtunnel.config import ConfigError
 from windtunnel.interrupt import StopFlag
-from windtunnel.sweep import SweepConfig, expand, read_manifest, run_sweep
-from windtunnel.sweep import run as sweep_run
+from windtunnel.sweep import Execution, SweepConfig, expand, read_manifest, run_sweep
+from windtunnel.sweep import execution as execution_module
 from windtunnel.sweep.aggregate import read_csv
-from windtunnel.sweep.run import Job, in_processes, resolve_jobs
+from windtunnel.sweep.execution import resolve_workers
+from windtunnel.sweep.jobs import Job, Outcome, run_jobs
 from windtunnel.sweep.scorecard import scorecard_sweep
 from windtunnel.train.checkpoint import latest_resumable
 
-quiet = dict(progress=False, log=lambda _: None)
+quiet = Execution.quiet()
+
+
+def resolve_jobs(jobs, runs):
+    return resolve_workers(jobs, [r.config.train.threads for r in runs])
 
 
 def bijection_doc(**changes):
@@ -32,9 +37,9 @@ def test_runs_at_once_give_the_results_of_runs_one_after_another(tmp_path):
     """Two at a time, each in its own process: the same run folders and the same numbers, and the
     diagnoses run in processes too."""
     doc = bijection_doc(diagnose={"models": ["transformer"], "n_sequences": 16, "analyses": ["value_manifold"]})
-    serial = run_sweep(SweepConfig.build(doc), tmp_path / "serial", **quiet)
+    serial = run_sweep(SweepConfig.build(doc), tmp_path / "serial", quiet)
     lines = []
-    parallel = run_sweep(SweepConfig.build({**doc, "jobs": 2}), tmp_path / "parallel", progress=False, log=lines.append)
+    parallel = run_sweep(SweepConfig.build({**doc, "jobs": 2}), tmp_path / "parallel", quiet.but(log=lines.append))
     assert sorted(parallel.trained) == sorted(serial.trained) and len(parallel.trained) == 4
     assert "local backend: 2 runs at once, each in its own process" in lines
     assert any(line.startswith("started ") and "(2 running" in line for line in lines)
@@ -51,7 +56,7 @@ def test_runs_at_once_give_the_results_of_runs_one_after_another(tmp_path):
 
 
 def test_jobs_auto_divides_the_cores_by_the_runs_threads(monkeypatch, tiny_sweep):
-    monkeypatch.setattr(sweep_run, "cpu_cores", lambda: 8)
+    monkeypatch.setattr(execution_module, "cpu_cores", lambda: 8)
     runs = expand(tiny_sweep())  # train.threads = 1
     assert resolve_jobs("auto", runs) == 8 and resolve_jobs(3, runs) == 3 and resolve_jobs("2", runs) == 2
     assert resolve_jobs("auto", expand(tiny_sweep(), {"train.threads": 3})) == 2
@@ -77,13 +82,22 @@ def test_the_quick_scorecard_has_the_budget_of_paper1_quick():
     assert card.overrides == quick.overrides == ["train.threads=1"] and card.jobs == quick.jobs == "auto"
 
 
-def test_a_failing_job_is_reported_and_the_others_finish(tmp_path):
+@pytest.mark.parametrize("workers", [1, 2], ids=["in this process", "in worker processes"])
+def test_a_failing_job_is_reported_and_the_others_finish(workers):
+    """The same typed outcomes whether the jobs run here or in worker processes."""
     lines = []
-    jobs = [Job("ok", time.sleep, (0.05,)), Job("bad", int, ("x",)), Job("ok too", time.sleep, (0.05,))]
-    failed = in_processes(jobs, 2, lines.append, StopFlag())
-    assert failed == {"bad": "ValueError: invalid literal for int() with base 10: 'x'"}
-    assert sum(line.startswith("started ") for line in lines) == 3
-    assert sum(" finished (" in line for line in lines) == 2
+    jobs = [Job("ok", time.sleep, (0.05,)), Job("bad", int, ("x",)), Job("ok too", abs, (-3,))]
+    outcomes = run_jobs(jobs, quiet.but(workers=workers, log=lines.append), StopFlag())
+    assert outcomes == {"ok": Outcome("ok", "finished", seconds=outcomes["ok"].seconds),
+                        "bad": Outcome("bad", "failed", "ValueError: invalid literal for int() with base 10: 'x'",
+                                       seconds=outcomes["bad"].seconds),
+                        "ok too": Outcome("ok too", "finished", value=3, seconds=outcomes["ok too"].seconds)}
+    if workers == 2:
+        assert sum(line.startswith("started ") for line in lines) == 3
+        assert sum(" finished (" in line for line in lines) == 2
+    else:
+        assert lines == ["[1/3] ok", "[2/3] bad", "  failed: ValueError: invalid literal for int() with base 10: 'x'",
+                         "[3/3] ok too"]
 
 
 def test_a_stopped_sweep_stops_every_run_at_a_checkpoint_and_resumes(tmp_path):

@@ -12,22 +12,23 @@ from typer.testing import CliRunner
 
 from windtunnel.cli import app
 from windtunnel.config import ConfigError
-from windtunnel.sweep import SweepConfig, SweepError, read_manifest, run_sweep
+from windtunnel.sweep import Execution, SweepConfig, SweepError, read_manifest, run_sweep
 from windtunnel.sweep import run as sweep_run
 from windtunnel.sweep.aggregate import read_csv
+from windtunnel.sweep.folders import is_finished, reuse_runs
 from windtunnel.train.checkpoint import list_checkpoints
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.trainer import TrainingError, train
 
 runner = CliRunner()
-quiet = dict(progress=False, log=lambda _: None)
+quiet = Execution.quiet()
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """The tiny sweep run once on the local backend (6 runs, about 3 s)."""
     out = tmp_path_factory.mktemp("sweep")
-    outcome = run_sweep(SweepConfig.build(tiny_sweep_doc()), out, **quiet)
+    outcome = run_sweep(SweepConfig.build(tiny_sweep_doc()), out, quiet)
     return out, outcome
 
 
@@ -54,7 +55,7 @@ def test_local_sweep_writes_runs_and_tables(finished):
 def test_rerun_skips_finished_runs(finished):
     out, outcome = finished
     mtimes = {r.name: (out / r.name / "eval.json").stat().st_mtime_ns for r in outcome.runs}
-    again = run_sweep(SweepConfig.build(tiny_sweep_doc()), out, **quiet)
+    again = run_sweep(SweepConfig.build(tiny_sweep_doc()), out, quiet)
     assert again.trained == [] and len(again.skipped) == 6
     assert {r.name: (out / r.name / "eval.json").stat().st_mtime_ns for r in outcome.runs} == mtimes
 
@@ -71,7 +72,7 @@ def test_another_sweep_in_the_same_folder_is_refused(finished):
     before = (out / "sweep.json").read_text()
     other = tiny_sweep_doc(overrides=[*TINY_OVERRIDES, "train.lr=0.01"])
     with pytest.raises(ConfigError, match="holds a different sweep"):
-        run_sweep(SweepConfig.build(other), out, **quiet)
+        run_sweep(SweepConfig.build(other), out, quiet)
     assert (out / "sweep.json").read_text() == before
 
 
@@ -82,7 +83,7 @@ def test_reuse_copies_the_finished_runs_of_another_folder(finished, tmp_path):
     kept.mkdir(parents=True)
     (kept / "note.txt").write_text("mine")
     doc = tiny_sweep_doc(grid={"train.seed": [0, 1, 2]})  # seed 2: runs no folder has
-    again = run_sweep(SweepConfig.build(doc), tmp_path, reuse=[out], **quiet)
+    again = run_sweep(SweepConfig.build(doc), tmp_path, quiet.but(reuse=[out]))
     assert set(again.skipped) == set(names[1:]) and names[0] in again.trained
     assert (kept / "note.txt").read_text() == "mine" and (kept / "eval.json").is_file()
     assert len(again.trained) == 1 + 2  # the kept one and seed 2's two (the HMM experiment has seed 0 alone)
@@ -107,7 +108,7 @@ def test_reuse_takes_paused_runs_and_leaves_locked_or_different_ones(finished, t
     (src / first.run_name() / "diagnostics.json").write_text("{}")
     dest = tmp_path / "dest"
     dest.mkdir()
-    assert sweep_run.reuse_runs([first, second, third], dest, [src], log=lambda _: None) == [first.run_name()]
+    assert reuse_runs([first, second, third], dest, [src], log=lambda _: None) == [first.run_name()]
     assert not (dest / first.run_name() / "diagnostics.json").exists()
     assert max(r["step"] for r in RunDir(dest / first.run_name()).metrics()) == 5
     assert train(first, dest / first.run_name(), progress=False).steps == first.train.steps
@@ -120,27 +121,27 @@ def test_reuse_prefers_a_finished_copy_to_a_paused_one_in_an_earlier_folder(fini
     train(config, paused / config.run_name(), progress=False, stop_at=5)
     dest = tmp_path / "dest"
     dest.mkdir()
-    assert sweep_run.reuse_runs([config], dest, [paused, out], log=lambda _: None) == [config.run_name()]
+    assert reuse_runs([config], dest, [paused, out], log=lambda _: None) == [config.run_name()]
     assert (dest / config.run_name() / "eval.json").read_bytes() == (out / config.run_name() / "eval.json").read_bytes()
     # with no finished copy anywhere the paused one is still taken
     again = tmp_path / "again"
     again.mkdir()
-    assert sweep_run.reuse_runs([config], again, [paused], log=lambda _: None) == [config.run_name()]
+    assert reuse_runs([config], again, [paused], log=lambda _: None) == [config.run_name()]
     assert not (again / config.run_name() / "eval.json").exists()
 
 
 def test_reuse_of_a_missing_folder_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ConfigError, match="--reuse .*nope: not a folder"):
-        run_sweep(SweepConfig.build(tiny_sweep_doc()), tmp_path / "o", reuse=[tmp_path / "nope"], **quiet)
+        run_sweep(SweepConfig.build(tiny_sweep_doc()), tmp_path / "o", quiet.but(reuse=[tmp_path / "nope"]))
     assert not (tmp_path / "o").exists()
     with pytest.raises(ConfigError, match="the output folder itself"):
-        run_sweep(SweepConfig.build(tiny_sweep_doc()), tmp_path, reuse=[tmp_path], **quiet)
+        run_sweep(SweepConfig.build(tiny_sweep_doc()), tmp_path, quiet.but(reuse=[tmp_path]))
 
 
 def test_a_superset_extends_the_sweep(tmp_path):
     doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None, grid={"train.seed": [0]})
-    first = run_sweep(SweepConfig.build(doc), tmp_path, **quiet)
-    more = run_sweep(SweepConfig.build(doc), tmp_path, grid={"train.seed": [0, 1]}, **quiet)
+    first = run_sweep(SweepConfig.build(doc), tmp_path, quiet)
+    more = run_sweep(SweepConfig.build(doc), tmp_path, quiet, grid={"train.seed": [0, 1]})
     assert len(first.runs) == 2 and len(more.runs) == 4
     assert set(more.skipped) == {r.name for r in first.runs} and len(more.trained) == 2
 
@@ -149,21 +150,21 @@ def test_a_superset_extends_the_sweep(tmp_path):
 def test_failed_run_does_not_stop_the_others(tmp_path, monkeypatch, error):
     real = sweep_run.train_one
 
-    def flaky(config, run_dir, progress=False):
+    def flaky(config, run_dir, *args):
         if config["model"] == "lstm":
             raise error
-        return real(config, run_dir, progress)
+        return real(config, run_dir, *args)
 
     monkeypatch.setattr(sweep_run, "train_one", flaky)
     doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None)
     with pytest.raises(SweepError, match="2 of 4 runs failed"):
-        run_sweep(SweepConfig.build(doc), tmp_path, **quiet)
+        run_sweep(SweepConfig.build(doc), tmp_path, quiet)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["finished"] == 2 and len(summary["failed"]) == 2
     assert all(type(error).__name__ in msg for msg in summary["failed"].values())
     assert {r["model"] for r in read_csv(tmp_path / "table.csv")} == {"transformer"}
     monkeypatch.setattr(sweep_run, "train_one", real)
-    again = run_sweep(SweepConfig.build(doc), tmp_path, **quiet)  # a second pass retries only the failed ones
+    again = run_sweep(SweepConfig.build(doc), tmp_path, quiet)  # a second pass retries only the failed ones
     assert len(again.trained) == 2 and len(again.skipped) == 2
 
 
@@ -171,7 +172,7 @@ def test_shared_run_is_trained_once_and_reported_under_both(tmp_path):
     exp = tiny_sweep_doc()["experiments"][0]
     doc = tiny_sweep_doc(experiments=[exp, {**exp, "name": "again", "models": ["transformer"]}], primitives=None,
                          grid={"train.seed": [0]})
-    outcome = run_sweep(SweepConfig.build(doc), tmp_path, **quiet)
+    outcome = run_sweep(SweepConfig.build(doc), tmp_path, quiet)
     assert len(outcome.trained) == 2 and len(outcome.runs) == 3
     table = read_csv(tmp_path / "table.csv")
     assert {(r["experiment"], r["model"]) for r in table} == {
@@ -182,22 +183,22 @@ def test_a_partly_trained_run_is_not_finished(tmp_path):
     """`windtunnel eval` on an interrupted run writes eval.json; the sweep still trains it to the end."""
     doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None, grid={"train.seed": [0]})
     sweep = SweepConfig.build(doc)
-    first = run_sweep(sweep, tmp_path, **quiet)
+    first = run_sweep(sweep, tmp_path, quiet)
     run = first.runs[0]
     ev = json.loads((tmp_path / run.name / "eval.json").read_text())
     (tmp_path / run.name / "eval.json").write_text(json.dumps({**ev, "steps": 5}))
-    assert not sweep_run.is_finished(tmp_path / run.name, run.config)
-    again = run_sweep(sweep, tmp_path, **quiet)
+    assert not is_finished(tmp_path / run.name, run.config)
+    again = run_sweep(sweep, tmp_path, quiet)
     assert again.trained == [run.name]
 
 
 def test_default_folder_is_extended_by_more_seeds(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None, grid={"train.seed": [0]})
-    first = run_sweep(SweepConfig.build(doc), **quiet)
-    more = run_sweep(SweepConfig.build(doc), grid={"train.seed": [0, 1]}, **quiet)
+    first = run_sweep(SweepConfig.build(doc), None, quiet)
+    more = run_sweep(SweepConfig.build(doc), None, quiet, grid={"train.seed": [0, 1]})
     assert more.out == first.out and len(more.trained) == 2 and len(more.skipped) == 2
-    other = run_sweep(SweepConfig.build(doc), overrides={"train.lr": 0.01}, **quiet)
+    other = run_sweep(SweepConfig.build(doc), None, quiet, overrides={"train.lr": 0.01})
     assert other.out != first.out  # other overrides: another folder
 
 
@@ -224,7 +225,7 @@ def test_ray_backend_matches_the_local_backend(tmp_path, finished):
     """Two runs on a local Ray instance give the local backend's numbers."""
     pytest.importorskip("ray")
     doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None, grid={"train.seed": [0]})
-    outcome = run_sweep(SweepConfig.build(doc), tmp_path, backend="ray", **quiet)
+    outcome = run_sweep(SweepConfig.build(doc), tmp_path, quiet.but(backend="ray"))
     assert len(outcome.trained) == 2
     local_out, _ = finished
     local = {(r["model"], r["seed"]): r for r in read_csv(local_out / "results.csv") if r["experiment"] == "bijection"}
@@ -266,7 +267,7 @@ def test_unreachable_ray_cluster_is_a_clear_error(tmp_path):
         pytest.skip("a Ray cluster is running on this machine")
     doc = tiny_sweep_doc(experiments=tiny_sweep_doc()["experiments"][:1], primitives=None, grid={"train.seed": [0]})
     with pytest.raises(ConfigError, match="--address auto: cannot start or join a Ray cluster"):
-        run_sweep(SweepConfig.build(doc), tmp_path, backend="ray", address="auto", **quiet)
+        run_sweep(SweepConfig.build(doc), tmp_path, quiet.but(backend="ray", address="auto"))
 
 
 def test_sweep_diagnoses_the_chosen_architectures(tmp_path):
@@ -274,13 +275,13 @@ def test_sweep_diagnoses_the_chosen_architectures(tmp_path):
     doc = tiny_sweep_doc()
     doc["diagnose"] = {"models": ["transformer"], "analyses": ["key_frame"], "n_sequences": 16}
     fresh = tmp_path / "fresh"
-    again = run_sweep(SweepConfig.build(doc), fresh, **quiet)
+    again = run_sweep(SweepConfig.build(doc), fresh, quiet)
     diagnosed = sorted(r.name for r in again.runs if (fresh / r.name / "diagnostics.json").is_file())
     assert diagnosed == sorted({r.name for r in again.runs if r.config.model == "transformer"}) and diagnosed
     doc_json = json.loads((fresh / diagnosed[0] / "diagnostics.json").read_text())
     assert doc_json["analyses_run"] == ["key_frame"]
     mtime = (fresh / diagnosed[0] / "diagnostics.json").stat().st_mtime_ns
-    run_sweep(SweepConfig.build(doc), fresh, **quiet)  # nothing to train, nothing to diagnose again
+    run_sweep(SweepConfig.build(doc), fresh, quiet)  # nothing to train, nothing to diagnose again
     assert (fresh / diagnosed[0] / "diagnostics.json").stat().st_mtime_ns == mtime
 
 

@@ -12,7 +12,7 @@ import pytest
 from sweep_tiny import tiny_sweep_doc, two_run_sweep, wait_for_second_run
 
 from windtunnel.lock import FolderLocked
-from windtunnel.sweep import SweepConfig, run_sweep
+from windtunnel.sweep import Execution, SweepConfig, run_sweep
 from windtunnel.train.checkpoint import latest_resumable
 
 
@@ -43,5 +43,5 @@ def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path):
     holder = {"pid": os.getppid(), "host": socket.gethostname(), "started": time.time(), "command": "windtunnel sweep x"}
     (tmp_path / ".lock").write_text(json.dumps(holder))
     with pytest.raises(FolderLocked, match=f"pid {os.getppid()} on host .*command: windtunnel sweep x"):
-        run_sweep(SweepConfig.build(tiny_sweep_doc()), tmp_path, progress=False, log=lambda _: None)
+        run_sweep(SweepConfig.build(tiny_sweep_doc()), tmp_path, Execution.quiet())
     assert sorted(p.name for p in tmp_path.iterdir()) == [".lock"]  # nothing written

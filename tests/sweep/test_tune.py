@@ -10,8 +10,13 @@ from typer.testing import CliRunner
 
 from windtunnel.cli import app
 from windtunnel.config import ConfigError
+from windtunnel.sweep import Execution
+from windtunnel.sweep import jobs as jobs_module
 from windtunnel.sweep import tune as tune_module
-from windtunnel.sweep.tune import TuneSpec, _rank_key, cautions, probe_at, rung_steps, tune, tune_many, tune_markdown
+from windtunnel.sweep.tune import Candidate, TuneSpec, probe_at, rung_steps, tune, tune_many
+from windtunnel.sweep.tune_files import tune_markdown
+from windtunnel.sweep.tune_rules import cautions, curriculum_cautions
+from windtunnel.sweep.tune_rules import rank_key as _rank_key
 from windtunnel.train.config import RunConfig
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.trainer import TrainingError, train
@@ -46,8 +51,10 @@ def test_rungs_sit_on_the_probe_grid():
     assert rung_steps(tiny(steps=1500), [0.1, 0.3]) == [150, 450]
     assert rung_steps(tiny(steps=1500, eval_every=100), [0.1, 0.33]) == [200, 500]
     assert rung_steps(tiny(steps=20), [0.01, 0.02, 0.99]) == [2]  # at least one probe in, before the end, no repeats
-    with pytest.raises(ConfigError, match="rungs"):
-        TuneSpec.build({"rungs": [0.3, 0.1]})
+    with pytest.raises(ConfigError, match="compare_at"):
+        TuneSpec.build({"compare_at": [0.3, 0.1]})
+    # the name the comparison points had before ladder rungs took it is still read, and still written
+    assert TuneSpec.build({"rungs": [0.2]}).compare_at == [0.2] and TuneSpec().to_json()["rungs"] == [0.1, 0.3]
     with pytest.raises(ConfigError, match="eta"):
         TuneSpec.build({"eta": 1})
 
@@ -61,7 +68,7 @@ def test_ranking_puts_failed_candidates_last_and_reads_accuracy_upwards():
 
 def test_successive_halving_keeps_the_best_at_each_rung_and_trains_the_winner(tmp_path):
     spec = TuneSpec.build({"grid": {"train.lr": [1e-4, 1e-3, 1e-2, 3e-2]}, "rungs": [0.1, 0.3]})
-    res = tune(tiny(), tmp_path, spec, log=lambda m: None)
+    res = tune(tiny(), tmp_path, spec, Execution.quiet())
     assert res.rung_steps == [2, 6, 20]
     by_lr = {c["point"]["train.lr"]: c for c in res.candidates}
     at2 = sorted(by_lr, key=lambda lr: by_lr[lr]["scores"][2])
@@ -80,23 +87,23 @@ def test_successive_halving_keeps_the_best_at_each_rung_and_trains_the_winner(tm
     assert (tmp_path / "tune-bijection-transformer.csv").read_text().count("\n") == 5
     # a second call reuses every run: nothing trains again
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")}
-    again = tune(tiny(), tmp_path, spec, log=lambda m: None)
+    again = tune(tiny(), tmp_path, spec, Execution.quiet())
     assert again.best == res.best and {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")} == stamps
 
 
 def test_searches_run_together_share_each_stage_and_find_what_each_finds_alone(tmp_path, monkeypatch):
     spec = TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2, 3e-2]}, "rungs": [0.3]})
     other = tiny().replace(task="hmm", task_params={"S": 2, "O": 2, "K": 6})
-    alone = [tune(cfg, tmp_path / "alone", spec, log=lambda m: None) for cfg in (tiny(), other)]
+    alone = [tune(cfg, tmp_path / "alone", spec, Execution.quiet()) for cfg in (tiny(), other)]
     pools = []
-    run_jobs = tune_module._in_this_process
+    run_jobs = jobs_module.run_jobs
 
-    def pooled(work, log, stop):
+    def pooled(work, execution, stop):
         pools.append(len(work))
-        return run_jobs(work, log, stop)
+        return run_jobs(work, execution, stop)
 
-    monkeypatch.setattr(tune_module, "_in_this_process", pooled)
-    together = tune_many([(tiny(), tmp_path / "together", spec), (other, tmp_path / "together", spec)], log=lambda m: None)
+    monkeypatch.setattr(tune_module, "run_jobs", pooled)
+    together = tune_many([(tiny(), tmp_path / "together", spec), (other, tmp_path / "together", spec)], Execution.quiet())
     assert pools == [3 + 3, 1 + 1]  # each stage of both searches in one pool
     for a, b in zip(alone, together):
         assert (a.task, a.best, a.rung_steps) == (b.task, b.best, b.rung_steps)
@@ -110,18 +117,18 @@ def test_searches_together_refuse_a_shared_candidate_and_keep_the_others_results
     spec = TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2]}, "rungs": [0.3]})
     full = TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2]}, "full": True})
     with pytest.raises(ConfigError, match="belongs to two searches"):
-        tune_many([(tiny(), tmp_path, spec), (tiny(), tmp_path, full)], log=lambda m: None)
+        tune_many([(tiny(), tmp_path, spec), (tiny(), tmp_path, full)], Execution.quiet())
     other = tiny().replace(task="hmm", task_params={"S": 2, "O": 2, "K": 6})
     real = tune_module.train_to
 
-    def diverging(config, run_dir, stop_at):
+    def diverging(config, run_dir, *args):
         if config["task"] == "hmm":
             raise TrainingError("non-finite loss (nan) at step 1")
-        return real(config, run_dir, stop_at)
+        return real(config, run_dir, *args)
 
     monkeypatch.setattr(tune_module, "train_to", diverging)
     with pytest.raises(ConfigError, match="tune hmm transformer: every candidate failed"):
-        tune_many([(tiny(), tmp_path / "t", spec), (other, tmp_path / "t", spec)], log=lambda m: None)
+        tune_many([(tiny(), tmp_path / "t", spec), (other, tmp_path / "t", spec)], Execution.quiet())
     doc = json.loads((tmp_path / "t" / "tune-bijection-transformer.json").read_text())
     assert doc["together"] == 2 and "searches run together" in (tmp_path / "t" / "tune-bijection-transformer.md").read_text()
 
@@ -132,18 +139,18 @@ def test_a_curriculum_compared_before_it_reaches_the_full_task_is_cautioned(tmp_
     doc.update(task="regression", task_params={"d": 3, "n_points": 4})
     doc["train"]["curriculum"] = {"param": "d_active", "start": 2, "end": 3}  # the full task from step 10 of 20
     base = RunConfig.build(doc, where="test")
-    res = tune(base, tmp_path, spec, log=lambda m: None)
+    res = tune(base, tmp_path, spec, Execution.quiet())
     assert any("compared at step 6, before its curriculum reaches the full task (step 10)" in c and "--full" in c
                for c in res.cautions)
-    assert not tune_module.curriculum_cautions([base], [])  # --full: compared at the end only
+    assert not curriculum_cautions([base], [])  # --full: compared at the end only
 
 
 def test_the_full_search_and_the_halving_share_their_runs(tmp_path):
     grid = {"train.lr": [1e-3, 1e-2, 3e-2]}
-    full = tune(tiny(), tmp_path, TuneSpec.build({"grid": grid, "full": True}), log=lambda m: None)
+    full = tune(tiny(), tmp_path, TuneSpec.build({"grid": grid, "full": True}), Execution.quiet())
     assert all(c["status"] in ("winner", "finished") for c in full.candidates)
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")}
-    halving = tune(tiny(), tmp_path, TuneSpec.build({"grid": grid}), log=lambda m: None)  # read from the logs alone
+    halving = tune(tiny(), tmp_path, TuneSpec.build({"grid": grid}), Execution.quiet())  # read from the logs alone
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")} == stamps
     assert (tmp_path / "tune-bijection-transformer-full.json").is_file()
     assert (tmp_path / "tune-bijection-transformer.json").is_file()
@@ -156,7 +163,7 @@ def test_the_full_search_and_the_halving_share_their_runs(tmp_path):
 def tiny_tune_args(models: str, out) -> list[str]:
     """`windtunnel tune bijection MODELS` over two learning rates, each run 10 steps."""
     args = ["tune", "bijection", models, "--out", str(out), "--jobs", "1", "--grid", "train.lr=1e-3,1e-2",
-            "--rungs", "0.2"]
+            "--compare-at", "0.2"]
     for o in ("train.steps=10", "train.batch_size=8", "train.checkpoints=2", "eval.n_sequences=32",
               "eval.batch_size=32", "eval.n_boot=10", "task_params.V=5", "task_params.L=4"):
         args += ["--set", o]
@@ -169,7 +176,8 @@ def test_the_tune_command_writes_its_table_and_page_and_checks_its_arguments(tmp
     assert res.exit_code == 0, res.output
     assert "### tune: mlp on bijection" in res.output
     assert (out / "report.html").is_file() and "## Tuning" in (out / "report.md").read_text()
-    for bad, match in ((["--rungs", "x"], "--rungs"), (["--rungs", "0.5,0.2"], "rungs"), (["--metric", "bits"], "metric"),
+    for bad, match in ((["--compare-at", "x"], "--compare-at"), (["--compare-at", "0.5,0.2"], "compare_at"),
+                       (["--rungs", "0.5,0.2"], "compare_at"), (["--metric", "bits"], "metric"),
                        (["--jobs", "0"], "jobs")):
         fresh = tmp_path / "bad"
         res = CliRunner().invoke(app, ["tune", "bijection", "mlp", "--out", str(fresh), *bad])
@@ -233,7 +241,7 @@ def test_a_profile_commits_tuned_settings_per_architecture(monkeypatch):
 
 
 def cand(lr, **scores):
-    return {"point": {"train.lr": lr}, "scores": {int(k[1:]): v for k, v in scores.items()}, "status": ""}
+    return Candidate({"train.lr": lr}, tiny(lr=lr), {int(k[1:]): v for k, v in scores.items()})
 
 
 def test_cautions_name_a_winner_at_the_grid_edge_and_a_plateau_at_the_last_comparison():
@@ -262,11 +270,45 @@ def test_cautions_name_a_winner_at_the_grid_edge_and_a_plateau_at_the_last_compa
 
 
 def test_the_search_table_lists_its_cautions(tmp_path):
-    result = tune(tiny(), tmp_path / "t", TuneSpec(grid={"train.lr": [1e-3, 3e-3, 1e-2]}), log=lambda _: None)
+    result = tune(tiny(), tmp_path / "t", TuneSpec(grid={"train.lr": [1e-3, 3e-3, 1e-2]}), Execution.quiet())
     doc = json.loads((tmp_path / "t" / "tune-bijection-transformer.json").read_text())
     assert doc["cautions"] == result.cautions == cautions(
         TuneSpec(grid={"train.lr": [1e-3, 3e-3, 1e-2]}),
-        [{**c, "scores": {int(k): v for k, v in c["scores"].items()}} for c in doc["candidates"]],
+        [Candidate(c["point"], tiny(), {int(k): v for k, v in c["scores"].items()}) for c in doc["candidates"]],
         doc["best"], doc["rung_steps"][:-1])
     md = tune_markdown({**doc, "cautions": ["one", "two"]})
     assert md.rstrip().endswith("- Caution: one\n- Caution: two")
+
+
+def test_an_annealed_search_compares_each_candidate_after_a_cooldown_branch(tmp_path):
+    """Each comparison branches every candidate from its paused run, anneals it, and ranks the
+    annealed probes; the branches and the kept states live beside the runs; the same search
+    again trains nothing."""
+    spec = TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2, 3e-2]}, "compare_at": [0.5], "cooldown": 0.2, "guard": 0.5,
+                           "keep_ties": True, "keep_points": True})
+    res = tune(tiny(), tmp_path, spec, Execution.quiet())
+    doc = json.loads(res.files["json"].read_text())
+    assert doc["spec"]["cooldown"] == 0.2 and doc["rung_steps"] == [10, 20]
+    for c in doc["candidates"]:
+        assert set(c["annealed"]) == {"10"} and c["annealed"]["10"] is not None and "10" in c["probe_score"]
+    branches = sorted(d for d in tmp_path.iterdir() if (d / "config.json").is_file()
+                      and RunConfig.build(json.loads((d / "config.json").read_text())).train.cooldown is not None)
+    assert len(branches) == 3
+    cfg = RunConfig.build(json.loads((branches[0] / "config.json").read_text()))
+    assert cfg.train.cooldown.at == 10 and cfg.train.cooldown.steps == 2
+    assert [r["step"] for r in RunDir(branches[0]).metrics()][-1] == 12  # paused after its cooldown, probed there
+    assert len(list((tmp_path / "points").iterdir())) == 3
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")}
+    again = tune(tiny(), tmp_path, spec, Execution.quiet())
+    assert again.best == res.best and {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")} == stamps
+
+
+def test_the_plateau_guard_keeps_every_candidate_while_the_leader_has_not_left_the_plateau():
+    from windtunnel.sweep.tune_rules import survivors
+
+    ranked = [("a", 0.50, 0.05), ("b", 0.51, 0.03), ("c", 0.60, -0.1), ("d", math.nan, None)]
+    assert survivors(ranked, 1) == (["a"], False)  # halving as before
+    assert survivors(ranked, 1, ties=True) == (["a", "b"], False)  # b within 2% of a
+    assert survivors(ranked, 1, guard=0.5) == (["a", "b", "c"], True)  # the leader closes 5% of the gap: nobody stops
+    assert survivors([("a", 0.1, 0.8), *ranked[1:]], 1, guard=0.5) == (["a"], False)  # left the plateau
+    assert survivors([("d", math.nan, None)], 1, guard=0.5) == (["d"], False)

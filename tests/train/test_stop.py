@@ -14,7 +14,7 @@ from test_trainer import final_weights
 from windtunnel import files
 from windtunnel.config import parse_overrides
 from windtunnel.interrupt import Interrupted
-from windtunnel.train import trainer as trainer_mod
+from windtunnel.train import loop as trainer_mod  # the step (loss_fn, check_loss) lives in the loop
 from windtunnel.train.checkpoint import latest_resumable, list_checkpoints
 from windtunnel.train.config import resolve_run
 from windtunnel.train.trainer import train

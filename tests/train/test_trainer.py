@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from windtunnel.config import ConfigError
-from windtunnel.train import trainer as trainer_mod
+from windtunnel.train import loop as trainer_mod  # the step (loss_fn, check_loss) lives in the loop
 from windtunnel.train.checkpoint import CheckpointError, list_checkpoints, load_weights, log_spaced_steps
 from windtunnel.train.config import RunConfig, resolve_run
 from windtunnel.train.trainer import TrainingError, build, lr_at, train

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from windtunnel.evaluate.metrics import AUTHORS_KL_EPS, accuracy, entropy_error, model_prediction, per_position, summarize
+from windtunnel.evaluate.record import METRICS
 from windtunnel.tasks.base import Batch, Prediction, Task, make_generator
 
 
@@ -35,14 +36,32 @@ def probe_metrics(model: torch.nn.Module, task: Task, batch: Batch) -> dict[str,
     """The periodic held-out check logged during training (``probe_*`` in ``metrics.jsonl``): mean
     |H_model - H_Bayes| (the number the progress bar shows), KL(Bayes || model) in bits with the
     evaluation's clip, and the argmax accuracy when the task has integer answers."""
-    model_pred = predict(model, task, batch)
-    pp = per_position(model_pred, task_bayes(batch), eps=AUTHORS_KL_EPS)
+    return _probe_values(predict(model, task, batch), batch)
+
+
+def _probe_values(pred: Prediction, batch: Batch) -> dict[str, float]:
+    pp = per_position(pred, task_bayes(batch), eps=AUTHORS_KL_EPS)
     out = {"probe_entropy_error": float(entropy_error(pp["dh"])),
            "probe_kl_bayes_model": float(pp["kl_bayes_model"].mean())}
     target = batch.target
-    if target is not None and model_pred.probs is not None and not target.is_floating_point():
-        out["probe_accuracy"] = float(accuracy(model_pred.probs, target).mean())
+    if target is not None and pred.probs is not None and not target.is_floating_point():
+        out["probe_accuracy"] = float(accuracy(pred.probs, target).mean())
     return out
+
+
+def probe_baselines(task: Task, batch: Batch) -> dict[str, float]:
+    """The best baseline's value of each probe metric on the probe ``batch`` (keyed as
+    :func:`probe_metrics`): the zero of a probe's primitive score, as the evaluation's best
+    baseline is of the verdict's."""
+    best: dict[str, float] = {}
+    for name, pred in task.baselines(batch).items():
+        if name == "bayes":
+            continue
+        for key, value in _probe_values(pred, batch).items():
+            spec = next(m for m in METRICS.values() if m.probe_key == key)
+            if key not in best or spec.better(value, best[key]):
+                best[key] = value
+    return best
 
 
 def evaluate(

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from windtunnel.config import ConfigError, require
-from windtunnel.sweep.aggregate import LOWER_IS_BETTER, aggregate, run_rows
+from windtunnel.evaluate.record import METRICS as METRIC_SPECS
+from windtunnel.sweep.aggregate import aggregate, run_rows
 from windtunnel.sweep.expand import SweepRun
 from windtunnel.sweep.paper import paper_names
 from windtunnel.sweep.run import is_finished, read_manifest
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 #: the metrics of the tidy table, named as in the sweep tables (``entropy_error`` is eval.json's
 #: ``entropy_error_mean_abs``, the mean over sequences and positions of |H_model - H_Bayes|, bits)
-METRICS = tuple(LOWER_IS_BETTER)
+METRICS = tuple(METRIC_SPECS)
 
 #: the columns of :func:`results` before the flattened config fields
 COLUMNS = (

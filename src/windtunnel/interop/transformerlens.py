@@ -248,3 +248,23 @@ def load_hooked_transformer(path: Path | str):
             raise ConfigError(f"{path} is not a TransformerLens export: it has no {f} (write one with "
                               "`windtunnel export RUN --to transformerlens --out PATH`)")
     return build_hooked_transformer(json.loads((path / CONFIG_FILE).read_text()), load_file(str(path / WEIGHTS_FILE)))
+
+
+#: what ``windtunnel export --to`` accepts
+EXPORT_FORMATS = ("transformerlens",)
+
+
+def export_run(run_dir: Path | str, to: str, out: Path | str | None = None) -> tuple[Path, int]:
+    """``windtunnel export``: the newest checkpoint of the run in ``run_dir`` written in format
+    ``to`` into ``out`` (default ``RUN_DIR/transformerlens``); returns the folder and the step.
+    Every argument is checked, and the HookedTransformer built once, before anything is written."""
+    from windtunnel.train.rundir import RunDir
+
+    if to not in EXPORT_FORMATS:
+        raise ConfigError(f"--to {to!r}: unknown format; allowed: {', '.join(EXPORT_FORMATS)}")
+    run = RunDir.open(run_dir)
+    step, _ = run.checkpoint(purpose="export")
+    _, model = run.load_model(step)
+    check_exportable(model)
+    require_hooked_transformer()
+    return save_hooked_transformer(model.eval(), out or Path(run_dir) / "transformerlens"), step

@@ -4,8 +4,10 @@ Every architecture is a :class:`WindModel`: built from a :class:`~windtunnel.tas
 validated config, it maps inputs (``(B, T)`` token ids or ``(B, T, D)`` vectors) to outputs over
 the task's answer space at every position, ``(B, T, O)``, or at the requested ``positions`` only,
 ``(B, P, O)``. ``O`` is ``spec.answer_size`` logits (categorical tasks) or 2 = (mean, log-variance)
-(Gaussian tasks). Activations can be captured by TransformerLens-style names with
-:meth:`WindModel.run_with_cache`.
+(Gaussian tasks). The base class builds the input embedding and the output head from the task's
+spec; an architecture writes only its blocks (:meth:`WindModel.build`) and how they mix
+(:meth:`WindModel.mix`). Activations are captured by TransformerLens-style names with
+:meth:`WindModel.run_with_cache`, at :class:`Tap` modules, the one capture mechanism.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
+from windtunnel.compat import deprecated, mix_takes_capture
 from windtunnel.config import ConfigError, StrictConfig
 from windtunnel.models.contract import check_model
 from windtunnel.registry import Registry, is_import_path
@@ -110,9 +113,10 @@ class Tap(nn.Module):
     tap, to skip work only the capture needs. A tap has no parameters (state dicts are unchanged)
     and forward hooks on it see every value it passes."""
 
-    def __init__(self):
+    def __init__(self, name: str | None = None):
         super().__init__()
-        self.name: str | None = None  # its path in the model, set by WindModel.taps()
+        self.fixed = name is not None  # named by its value (embed, final), not by its path
+        self.name: str | None = name  # its path in the model, set by WindModel.taps(), unless fixed
 
     @property
     def wanted(self) -> bool:
@@ -219,11 +223,14 @@ LAYER_STATE = re.compile(r"^blocks\.(\d+)\.resid_post$")
 
 
 class WindModel(nn.Module):
-    """Base of every architecture. Subclasses set ``name`` and ``Config``, build ``embed``
-    (an :class:`InputAdapter`), ``head`` (an :class:`OutputHead`), implement :meth:`mix`, and
-    place a :class:`Tap` at every capture point (the capture names follow from the module tree:
-    :meth:`capture_names`). A model may instead record with ``cache.put(name, value)`` in
-    :meth:`mix` and list its names in its own :meth:`capture_names`.
+    """Base of every architecture. Subclasses set ``name`` and ``Config``, build their blocks in
+    :meth:`build` (the base class builds ``embed``, an :class:`InputAdapter`, before it, and
+    ``head``, an :class:`OutputHead`, after it), implement :meth:`mix`, and place a :class:`Tap`
+    at every capture point (the capture names follow from the module tree: :meth:`capture_names`).
+    A subclass that initialises its weights its own way does so in its ``__init__``, after
+    ``super().__init__``. (A model written to the earlier contract, which builds ``embed`` and
+    ``head`` in its own ``__init__`` and records with ``cache.put`` in ``mix(x, cache)``, keeps
+    working, deprecated: docs/models.md.)
 
     Capabilities (what the geometry analyses read; the defaults say "none", an architecture
     that has one overrides it):
@@ -249,6 +256,10 @@ class WindModel(nn.Module):
     has_attention: ClassVar[bool] = False
     has_head_ablation: ClassVar[bool] = False
     has_recurrent_state: ClassVar[bool] = False
+    #: the embedding is built (and draws its initial weights) before :meth:`build`; False builds
+    #: the blocks first (a backbone that draws its own weights first, as Mamba-2's), the embedding
+    #: still first in the module tree
+    embed_first: ClassVar[bool] = True
 
     def __init__(self, spec: TaskSpec, config: ModelConfig | None = None, **params: Any):
         super().__init__()
@@ -258,10 +269,59 @@ class WindModel(nn.Module):
             config = self.Config.build(params, where=f"model '{self.name}'")
         self.spec = spec
         self.config = config.resolve(spec)
+        self.embed_tap, self.final_tap = Tap("embed"), Tap("final")
+        if type(self).build is not WindModel.build:
+            self._build_around(self.config)
+
+    def _build_around(self, c: ModelConfig) -> None:
+        """The template: the embedding, the architecture's :meth:`build`, the head."""
+        def embedding() -> InputAdapter:
+            return InputAdapter(self.spec, self.embed_width(), self.position_rows(), c.init)
+
+        if self.embed_first:
+            self.embed = embedding()
+            self.build(c)
+        else:
+            self.build(c)
+            self.embed = embedding()
+            self._modules = {"embed": self._modules.pop("embed"), **self._modules}
+        self.head = OutputHead(self.spec, self.head_width(), tied=c.tie_head, scope=c.tie_scope, bias=self.head_bias())
+
+    def build(self, c: ModelConfig) -> None:
+        """Build the architecture's own modules from its resolved config ``c`` (``self.spec`` is the
+        task's spec): what :meth:`mix` runs between the embedding and the head."""
+        raise NotImplementedError
+
+    def embed_width(self) -> int:
+        """The width of the embedding (default ``config.d_model``)."""
+        return self.config.d_model
+
+    def head_width(self) -> int:
+        """The width of the states the head reads (default: the embedding's)."""
+        return self.embed_width()
+
+    def head_bias(self) -> bool:
+        """Whether an untied head's ``Linear`` has a bias (default True; the transformer's ``bias`` field)."""
+        return True
+
+    def position_rows(self) -> int | None:
+        """Rows of the learned position table, None for none (default: ``max_len`` when the
+        config's ``has_position_table``)."""
+        return self.config.max_len if self.config.has_position_table else None
 
     def forward(self, inputs: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """Outputs ``(B, T, O)``, or ``(B, P, O)`` at ``positions`` (P,) only."""
-        return self._run(inputs, positions, NO_CAPTURE)
+        if hasattr(self, "_run"):  # a model of the earlier contract that runs itself with a capture
+            return self._run(inputs, positions, _ACTIVE.get())
+        h = self.final_tap(self._mix(self.embed_tap(self.embed(inputs))))
+        if positions is not None:
+            h = h[:, positions]
+        return self.head(h, self.embed.tok.weight)
+
+    def _mix(self, x: torch.Tensor) -> torch.Tensor:
+        if mix_takes_capture(type(self).mix):  # the earlier contract's mix(x, cache)
+            return self.mix(x, _ACTIVE.get())
+        return self.mix(x)
 
     def run_with_cache(self, inputs: torch.Tensor, names: Iterable[str] | None = None,
                        positions: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -280,36 +340,29 @@ class WindModel(nn.Module):
         cache = Capture(names)
         token = _ACTIVE.set(cache)  # what the taps record into
         try:
-            return self._run(inputs, positions, cache), cache.store
+            return self.forward(inputs, positions), cache.store
         finally:
             _ACTIVE.reset(token)
 
     def capture_names(self) -> list[str]:
         """Every valid capture name of this model: ``embed`` (the embedded inputs), the path of
         every :class:`Tap` in module order, and ``final`` (the states before the head)."""
-        return ["embed", *self.taps(), "final"]
+        return ["embed", *(name for name, tap in self.taps().items() if not tap.fixed), "final"]
 
     def taps(self) -> dict[str, Tap]:
-        """Every :class:`Tap` of the model by its module path, its capture name (each is told it)."""
+        """Every :class:`Tap` of the model by its capture name: its module path (each is told it),
+        or the name it was given (``embed``, ``final``)."""
         found = {}
         for path, module in self.named_modules():
             if isinstance(module, Tap):
-                module.name = path
-                found[path] = module
+                if not module.fixed:
+                    module.name = path
+                found[module.name] = module
         return found
 
-    def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
+    def mix(self, x: torch.Tensor) -> torch.Tensor:
         """Embedded inputs (B, T, d) -> final-normed states (B, T, d), causally."""
         raise NotImplementedError
-
-    def _run(self, inputs: torch.Tensor, positions: torch.Tensor | None, cache: Capture) -> torch.Tensor:
-        x = self.embed(inputs)
-        cache.put("embed", x)
-        h = self.mix(x, cache)
-        cache.put("final", h)
-        if positions is not None:
-            h = h[:, positions]
-        return self.head(h, self.embed.tok.weight)
 
     def pop_auxiliary_loss(self) -> torch.Tensor | None:
         """The term the last forward pass in training mode adds to the training loss, forgotten
@@ -374,11 +427,15 @@ def check_model_class(cls: type[WindModel]) -> None:
     if not (inspect.isclass(config) and issubclass(config, ModelConfig)):
         raise ConfigError(f"model '{name}' needs a class attribute Config, a subclass of "
                           "windtunnel.models.ModelConfig (its fields are the model's parameters)")
-    if cls.mix is WindModel.mix and "_run" not in vars(cls):
+    if cls.mix is WindModel.mix and not hasattr(cls, "_run"):
         raise ConfigError(f"model '{name}' does not implement mix "
                           "(embedded inputs (B, T, d) -> states (B, T, d), causally)")
     if "positions" not in inspect.signature(cls.forward).parameters:
         raise ConfigError(f"model '{name}': forward must accept (inputs, positions=None)")
+    if cls.build is WindModel.build or mix_takes_capture(cls.mix):
+        deprecated(f"model '{name}' written to the earlier contract (its own embed and head in __init__, "
+                   "or mix(x, cache))", "build(self, c) for the blocks and mix(self, x), with Tap capture points "
+                   "(docs/models.md, 'Bring your own architecture')", stacklevel=5)
 
 
 MODELS: Registry[type[WindModel]] = Registry("model", base=WindModel, check=check_model_class,

@@ -78,6 +78,7 @@ def check_model(model: torch.nn.Module, spec: TaskSpec, seed: int = 0, atol: flo
         absent = [n for n in ("embed", "final") if n not in cache]
         if absent:
             raise ConfigError(f"model '{name}': run_with_cache did not record {', '.join(absent)} "
-                              "(call cache.put(name, tensor) where they are computed)")
+                              "(WindModel.forward taps them; a forward of its own "
+                              "passes them through self.embed_tap and self.final_tap)")
     finally:
         model.train(was_training)

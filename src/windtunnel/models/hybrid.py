@@ -19,7 +19,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from windtunnel.models.base import Capture, InputAdapter, OutputHead, WindModel, init_normal, make_norm, register_model
+from windtunnel.models.base import WindModel, init_normal, make_norm, register_model
 from windtunnel.models.mamba import MambaBlock, MambaConfig
 from windtunnel.models.transformer import Block, TransformerConfig
 from windtunnel.tasks.base import TaskSpec
@@ -50,21 +50,24 @@ class Hybrid(WindModel):
     #: head mask or bypass, so the attention analyses and ablations do not apply
     has_recurrent_state = True
 
-    def __init__(self, spec: TaskSpec, config: HybridConfig | None = None, **params):
-        super().__init__(spec, config, **params)
-        c = self.config
-        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
+    def build(self, c: HybridConfig) -> None:
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(Block(c) if kind == "A" else MambaBlock(c) for kind in c.kinds)
         self.norm = make_norm(c.norm, c.d_model, c.norm_eps)
-        self.head = OutputHead(spec, c.d_model, tied=c.tie_head, scope=c.tie_scope, bias=c.bias)
+
+    def __init__(self, spec: TaskSpec, config: HybridConfig | None = None, **params):
+        super().__init__(spec, config, **params)
+        c = self.config
         if c.init == "normal":
             for block in self.blocks:
                 if isinstance(block, Block):
                     block.apply(init_normal)
             self.head.apply(init_normal)
 
-    def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
+    def head_bias(self) -> bool:
+        return self.config.bias
+
+    def mix(self, x: torch.Tensor) -> torch.Tensor:
         x = self.drop(x)
         for block in self.blocks:
             x = block(x)

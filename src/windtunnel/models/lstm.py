@@ -14,8 +14,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from windtunnel.models.base import Capture, InputAdapter, ModelConfig, OutputHead, Tap, WindModel, register_model
-from windtunnel.tasks.base import TaskSpec
+from windtunnel.models.base import ModelConfig, Tap, WindModel, register_model
 
 
 class LSTMConfig(ModelConfig):
@@ -48,17 +47,13 @@ class RecurrentStack(WindModel):
     cell: type[nn.Module]
     has_recurrent_state = True
 
-    def __init__(self, spec: TaskSpec, config: LSTMConfig | GRUConfig | None = None, **params):
-        super().__init__(spec, config, **params)
-        c = self.config
-        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
+    def build(self, c: LSTMConfig | GRUConfig) -> None:
         self.layers = nn.ModuleList(self.cell(c.d_model, c.d_model, batch_first=True) for _ in range(c.n_layers))
         self.blocks = nn.ModuleList(LayerTaps() for _ in range(c.n_layers))
         self.drop = nn.Dropout(c.dropout)
         self.norm = nn.LayerNorm(c.d_model)
-        self.head = OutputHead(spec, c.d_model, tied=c.tie_head, scope=c.tie_scope)
 
-    def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
+    def mix(self, x: torch.Tensor) -> torch.Tensor:
         for i, (layer, taps) in enumerate(zip(self.layers, self.blocks, strict=True)):
             if i:
                 x = self.drop(x)

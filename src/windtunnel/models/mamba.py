@@ -36,10 +36,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from windtunnel.models.base import (
-    Capture,
-    InputAdapter,
     ModelConfig,
-    OutputHead,
     Tap,
     WindModel,
     register_model,
@@ -185,15 +182,11 @@ class Mamba(WindModel):
     Config = MambaConfig
     has_recurrent_state = True
 
-    def __init__(self, spec: TaskSpec, config: MambaConfig | None = None, **params):
-        super().__init__(spec, config, **params)
-        c = self.config
-        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
+    def build(self, c: MambaConfig) -> None:
         self.blocks = nn.ModuleList(MambaBlock(c) for _ in range(c.n_layers))
         self.norm_f = nn.LayerNorm(c.d_model) if c.variant == "authors" else RMSNorm(c.d_model, eps=1e-5)
-        self.head = OutputHead(spec, c.d_model, tied=c.tie_head, scope=c.tie_scope)
 
-    def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
+    def mix(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
             x = block(x)
         return self.norm_f(x)

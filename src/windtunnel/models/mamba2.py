@@ -15,7 +15,7 @@ import torch
 from pydantic import Field
 
 from windtunnel.config import ConfigError, require
-from windtunnel.models.base import Capture, InputAdapter, ModelConfig, OutputHead, Tap, WindModel, register_model
+from windtunnel.models.base import ModelConfig, Tap, WindModel, register_model
 from windtunnel.tasks.base import TaskSpec
 
 
@@ -64,23 +64,21 @@ class Mamba2(WindModel):
     Config = Mamba2Config
     has_recurrent_state = True
 
-    def __init__(self, spec: TaskSpec, config: Mamba2Config | None = None, **params):
-        super().__init__(spec, config, **params)
-        c = self.config
+    embed_first = False  # transformers' backbone draws its weights before the embedding, as it always did
+
+    def build(self, c: Mamba2Config) -> None:
         hf = _transformers()
         backbone = hf.Mamba2Model(hf.Mamba2Config(
             vocab_size=1, hidden_size=c.d_model, num_hidden_layers=c.n_layers, state_size=c.d_state,
             conv_kernel=c.d_conv, expand=c.expand, head_dim=c.head_dim, num_heads=c.n_heads,
             n_groups=c.n_groups, chunk_size=c.chunk_size, initializer_range=0.02, use_cache=False,
             pad_token_id=None, bos_token_id=None, eos_token_id=None))
-        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.pos_embed else None, c.init)
         self.blocks = backbone.layers  # the backbone's own embedding table is not used
         for block in self.blocks:  # a capture point on each of transformers' blocks (no parameters)
             block.resid_post = Tap()
         self.norm_f = backbone.norm_f
-        self.head = OutputHead(spec, c.d_model, tied=c.tie_head, scope=c.tie_scope)
 
-    def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
+    def mix(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
             x = block.resid_post(block(x))
         return self.norm_f(x)

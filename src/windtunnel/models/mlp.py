@@ -25,7 +25,7 @@ from pydantic import Field
 from torch import nn
 
 from windtunnel.config import ConfigError
-from windtunnel.models.base import Capture, InputAdapter, ModelConfig, OutputHead, Tap, WindModel, register_model
+from windtunnel.models.base import ModelConfig, Tap, WindModel, register_model
 from windtunnel.models.transformer import FeedForward
 from windtunnel.tasks.base import TaskSpec
 
@@ -81,31 +81,32 @@ class MLP(WindModel):
     name = "mlp"
     Config = MLPConfig
 
-    def __init__(self, spec: TaskSpec, config: MLPConfig | None = None, **params):
-        super().__init__(spec, config, **params)
-        c = self.config
+    def build(self, c: MLPConfig) -> None:
         if c.variant == "per_position":
-            self.embed = InputAdapter(spec, c.d_model, c.max_len, c.init)
             self.blocks = nn.ModuleList(ResidualFFN(c.d_model, c.d_ffn) for _ in range(c.n_layers))
-            width = c.d_model
         else:
-            self.embed = InputAdapter(spec, c.d_embed, None, c.init)
             self.inp = nn.Linear(c.max_len * c.d_embed, c.width)
             self.blocks = nn.ModuleList(ResidualLinear(c.width) for _ in range(c.n_layers))
-            width = c.width
-        self.norm = nn.LayerNorm(width)
-        self.head = OutputHead(spec, width, tied=c.tie_head, scope=c.tie_scope)
+        self.norm = nn.LayerNorm(self.head_width())
 
-    def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
+    def embed_width(self) -> int:
+        return self.config.d_model if self.config.variant == "per_position" else self.config.d_embed
+
+    def head_width(self) -> int:
+        return self.config.d_model if self.config.variant == "per_position" else self.config.width
+
+    def position_rows(self) -> int | None:
+        return self.config.max_len if self.config.variant == "per_position" else None  # the prefix's slots are its positions
+
+    def mix(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
             x = block(x)
         return self.norm(x)
 
-    def _run(self, inputs: torch.Tensor, positions: torch.Tensor | None, cache: Capture) -> torch.Tensor:
+    def forward(self, inputs: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         if self.config.variant == "per_position":
-            return super()._run(inputs, positions, cache)
-        e = self.embed(inputs)  # (B, T, d_embed)
-        cache.put("embed", e)
+            return super().forward(inputs, positions)
+        e = self.embed_tap(self.embed(inputs))  # (B, T, d_embed)
         T, max_len = e.shape[1], self.config.max_len
         if T > max_len:
             raise ValueError(f"input length {T} exceeds the prefix MLP's context (max_len {max_len})")
@@ -113,6 +114,4 @@ class MLP(WindModel):
         h = torch.einsum("btd,wtd->btw", e, slots).cumsum(1) + self.inp.bias
         if positions is not None:
             h = h[:, positions]
-        h = self.mix(h, cache)
-        cache.put("final", h)
-        return self.head(h)
+        return self.head(self.final_tap(self.mix(h)))

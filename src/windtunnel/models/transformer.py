@@ -20,10 +20,7 @@ from torch import nn
 
 from windtunnel.config import ConfigError
 from windtunnel.models.base import (
-    Capture,
-    InputAdapter,
     ModelConfig,
-    OutputHead,
     Tap,
     WindModel,
     init_normal,
@@ -159,14 +156,14 @@ class Transformer(WindModel):
     has_attention = True
     has_head_ablation = True
 
-    def __init__(self, spec: TaskSpec, config: TransformerConfig | None = None, **params):
-        super().__init__(spec, config, **params)
-        c = self.config
-        self.embed = InputAdapter(spec, c.d_model, c.max_len if c.has_position_table else None, c.init)
+    def build(self, c: TransformerConfig) -> None:
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(Block(c, self.make_attention(c)) for _ in range(c.n_layers))
         self.norm = make_norm(c.norm, c.d_model, c.norm_eps)
-        self.head = OutputHead(spec, c.d_model, tied=c.tie_head, scope=c.tie_scope, bias=c.bias)
+
+    def __init__(self, spec: TaskSpec, config: TransformerConfig | None = None, **params):
+        super().__init__(spec, config, **params)
+        c = self.config
         if c.init == "normal":
             self.apply(init_normal)
         for block in self.blocks:  # parameters with their own initialisation, under either scheme
@@ -175,11 +172,14 @@ class Transformer(WindModel):
         self.register_buffer("head_mask", torch.ones(c.n_layers, c.n_heads), persistent=False)
         self.bypass: list[Bypass | None] = [None] * c.n_layers
 
+    def head_bias(self) -> bool:
+        return self.config.bias
+
     def make_attention(self, cfg: TransformerConfig) -> nn.Module:
         """The token mixer of one block."""
         return self.mixer(cfg)
 
-    def mix(self, x: torch.Tensor, cache: Capture) -> torch.Tensor:
+    def mix(self, x: torch.Tensor) -> torch.Tensor:
         x = self.drop(x)
         # On the CPU skip the multiply when no head is masked (checking costs nothing there);
         # on an accelerator always multiply, so that no device sync is needed.

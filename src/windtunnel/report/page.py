@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError
+from windtunnel.evaluate.record import Evaluation
 from windtunnel.files import atomic_write_text
-from windtunnel.report import plots
+from windtunnel.report import plots, scorecard
 from windtunnel.tables import table
 
 FILES = "report_files"
@@ -66,7 +67,7 @@ def still_learning(steps: list[int], values: list[float], metric: str) -> tuple[
 
 
 def _main_curves(ev: dict[str, Any], length: str | None = None) -> dict[str, Any]:
-    s = ev["lengths"][length or str(ev["main_length"])]
+    s = Evaluation(ev).at(length)
     return {**s["curves"], "step": s["step"]}
 
 
@@ -110,8 +111,9 @@ def sweep_report(folder: Path) -> tuple[str, str]:
     summary = write_tables(folder, sweep, runs, old.get("failed"))  # fresh tables from what has finished
     title = f"windtunnel report: sweep {sweep.name}"
     lines = [sweep_markdown(summary, sweep, title), ""]
-    lines += sweep_ladders_section(folder, sweep, summary)  # under the summary's ladder table
-    lines += scorecard_section(folder)
+    # under the summary's ladder table: a scorecard's heat maps hold its reference and the rungs it skipped
+    lines += scorecard.ladder_section(folder) if scorecard.load(folder) else sweep_ladders_section(folder, sweep, summary)
+    lines += scorecard.scorecard_section(folder)
     lines += tune_section(folder)
     lines += claims_section(folder, runs)
     # each experiment's primitive metric (the sweep's rules)
@@ -140,7 +142,7 @@ def experiment_section(folder: Path, exp: str, slug: str, members: list, rows: l
     primitive's metric in the sweep's rules (None: no rule). Accuracy is shown when that rule, or
     the scorecard's metric for the experiment's task (:func:`~windtunnel.sweep.scorecard.task_metric`),
     is accuracy."""
-    from windtunnel.sweep.scorecard import task_metric
+    from windtunnel.sweep.primitives import task_metric
 
     files = folder / FILES
     lines = [f"## {html.escape(exp, quote=False)}", ""]
@@ -232,36 +234,6 @@ def _training_section(folder: Path, exp: str, slug: str, chosen: dict[str, Any],
     return lines
 
 
-def scorecard_section(folder: Path) -> list[str]:
-    """The scorecard of ``windtunnel scorecard`` (``scorecard.json``), when the folder has one."""
-    path = folder / "scorecard.json"
-    if not path.is_file():
-        return []
-    doc = json.loads(path.read_text())
-
-    from windtunnel.sweep.markdown import score_text
-    from windtunnel.sweep.scorecard import scorecard_cautions
-
-    def cell(r: dict[str, Any] | None) -> str:
-        return "-" if not r or r.get("score") is None else f"{r['verdict']} {score_text(r)}"
-
-    body = [[prim, f"{row['task']} ({row['metric'].replace('_', ' ')})", cell(row["model"]), cell(row[doc["reference"]])]
-            for prim, row in doc["primitives"].items()]
-    model = html.escape(doc["model"], quote=False)
-    lines = ([f"## Scorecard: {model}", "",
-              f"Seeds {', '.join(map(str, doc['seeds']))}; {doc['finished']} of {doc['n_runs']} runs finished. Score = "
-              f"fraction of the best baseline's gap to the exact posterior closed at the training length (yes at ≥ "
-              f"{doc['realised']}, partial at ≥ {doc['partial']}); brackets: the scores at the ends of the 95% "
-              "interval over seeds. Calibration, length and training plots per task follow.", ""]
-             + table(["primitive", "task (metric)", model, doc["reference"]], body) + [""])
-    notes = [c for row in doc["primitives"].values() for c in scorecard_cautions(row)]
-    if notes:
-        lines += ["Cautions of the learning-rate searches behind these verdicts (a verdict from a search on a "
-                  "plateau or at its grid's edge is final only after the check named):", "",
-                  *(f"- {html.escape(c, quote=False)}" for c in notes), ""]
-    return lines
-
-
 def sweep_ladders_section(folder: Path, sweep: Any, summary: dict[str, Any]) -> list[str]:
     """A sweep's difficulty ladders (a scorecard's too): a heat map per primitive scored at several
     rungs, a row per architecture, a column per rung; the table of the hardest rungs realised is in
@@ -285,7 +257,7 @@ def sweep_ladders_section(folder: Path, sweep: Any, summary: dict[str, Any]) -> 
 def tune_section(folder: Path) -> list[str]:
     """Every tuning search in the folder (``tune-*.json``): the probe metric against the learning
     rate per architecture and task, and each search's table."""
-    from windtunnel.sweep.tune import read_tunes, tune_name
+    from windtunnel.sweep.tune_files import read_tunes, tune_name
 
     docs = [d for d in read_tunes(folder) if "train.lr" in d["spec"]["grid"]]
     if not docs:

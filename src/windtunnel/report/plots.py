@@ -66,9 +66,10 @@ def training_curves_plot(curves: dict[str, tuple[list[int], list[float]]], path:
 
 
 def ladder_heatmap(scores: dict[str, dict[str, float | None]], path: Path | str, title: str = "",
-                   realised: float = 0.9) -> Path:
+                   realised: float = 0.9, unneeded: dict[str, set[str]] | None = None) -> Path:
     """Primitive scores as a heat map: a row per architecture, a column per rung (``None``: not
-    run); cells at or above ``realised`` are outlined."""
+    run; a cell of ``unneeded``, a rung the ladder search did not need, reads "not needed");
+    cells at or above ``realised`` are outlined."""
     import numpy as np
 
     rows = list(scores)
@@ -79,7 +80,9 @@ def ladder_heatmap(scores: dict[str, dict[str, float | None]], path: Path | str,
     for i in range(len(rows)):
         for j in range(len(cols)):
             v = grid[i, j]
-            ax.text(j, i, "-" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=8)
+            skipped = np.isnan(v) and cols[j] in (unneeded or {}).get(rows[i], set())
+            ax.text(j, i, "not\nneeded" if skipped else "-" if np.isnan(v) else f"{v:.2f}", ha="center", va="center",
+                    fontsize=6 if skipped else 8, color="grey" if skipped else "black")
             if not np.isnan(v) and v >= realised:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2, ec="black"))
     ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right", fontsize=8)
@@ -110,4 +113,27 @@ def tune_plot(per_model: dict[str, dict[int, list[tuple[float, float]]]], path: 
     ylabel = {"kl_bayes_model": "probe KL(Bayes || model) (bits)", "accuracy": "probe accuracy",
               "entropy_error": "probe entropy error (bits)"}.get(metric, metric)
     log_axes(ax, "learning rate", ylabel, title, log=log)
+    return save_figure(fig, path)
+
+
+def realise_plot(curves: dict[str, tuple[list[int], list[float]]], marks: dict[str, int | None], path: Path | str,
+                 threshold: float = 0.9, budget: int | None = None, title: str = "") -> Path:
+    """How fast each architecture learns a primitive: its probe score (the fraction of the best
+    baseline's gap to Bayes closed on the held-out probe) over training, the realised threshold
+    dashed, and the step each realised it (``marks``: a dot; None: not realised)."""
+    fig, ax = plt.subplots(figsize=(5.2, 3.2))
+    for label, (steps, vals) in curves.items():
+        (line,) = ax.plot(steps, [max(v, -1.0) for v in vals], marker="o", ms=3, label=label)
+        step = marks.get(label)
+        if step is not None and step in steps:
+            ax.plot([step], [max(vals[steps.index(step)], -1.0)], "o", ms=9, mfc="none", color=line.get_color())
+    ax.axhline(threshold, ls="--", lw=1, color="grey")
+    if budget:
+        ax.set_xlim(0, budget * 1.02)
+    ax.set_ylim(min(-0.1, ax.get_ylim()[0]), 1.05)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("probe score (gap closed)")
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
     return save_figure(fig, path)

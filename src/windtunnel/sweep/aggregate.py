@@ -16,15 +16,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from windtunnel.evaluate.record import METRICS, primitive_score  # noqa: F401  (primitive_score: read here by callers)
 from windtunnel.files import atomic_write_text
 from windtunnel.sweep.config import SEED_KEY, Primitives
 from windtunnel.sweep.expand import SweepRun
 from windtunnel.sweep.paper import paper_value
-
-#: for each metric: is lower better (errors) or higher (accuracy)
-LOWER_IS_BETTER = {"entropy_error": True, "kl_bayes_model": True, "kl_model_bayes": True, "accuracy": False}
-_SOURCE = {"entropy_error": "entropy_error_mean_abs", "kl_bayes_model": "kl_bayes_model",
-           "kl_model_bayes": "kl_model_bayes", "accuracy": "accuracy"}
 
 
 def run_rows(run: SweepRun, ev: dict[str, Any]) -> list[dict[str, Any]]:
@@ -41,14 +37,17 @@ def run_rows(run: SweepRun, ev: dict[str, Any]) -> list[dict[str, Any]]:
             "is_main": str(L) == str(main), "n_params": ev.get("n_params"), "steps": ev.get("steps"),
             "train_seconds": round(ev.get("train_seconds", 0.0), 2),
         }
-        for metric, key in _SOURCE.items():
-            if key in s:
-                row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = s[key]["value"], s[key]["lo"], s[key]["hi"]
+        if "steps_to_realise" in ev:  # a run under an early decision (windtunnel.train.decide)
+            row.update(steps_to_realise=ev["steps_to_realise"], budget_steps=cfg.train.steps)
+        for metric, spec in METRICS.items():
+            if spec.eval_key in s:
+                e = s[spec.eval_key]
+                row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = e["value"], e["lo"], e["hi"]
         base = ev["baselines"].get(str(L), {})
-        for metric, key in _SOURCE.items():
-            have = {name: b[key] for name, b in base.items() if key in b and name != "bayes"}
+        for metric, spec in METRICS.items():
+            have = {name: b[spec.eval_key] for name, b in base.items() if spec.eval_key in b and name != "bayes"}
             if have:
-                pick = (min if LOWER_IS_BETTER[metric] else max)(have, key=have.get)
+                pick = (min if spec.lower_is_better else max)(have, key=have.get)
                 row[f"baseline_{metric}"], row[f"baseline_{metric}_name"] = have[pick], pick
         rows.append(row)
     return rows
@@ -84,7 +83,11 @@ def aggregate(rows: list[dict[str, Any]], paper: str | None = None) -> list[dict
                    train_seconds=round(sum(r["train_seconds"] for r in members) / len(members), 1),
                    runs=" ".join(r["run"] for r in members))
         out["ci"] = f"t over {len(members)} seeds" if len(members) > 1 else "bootstrap over sequences (1 seed)"
-        for metric in _SOURCE:
+        if any("steps_to_realise" in r for r in members):  # the mean over seeds; None unless every seed realised
+            reached = [r.get("steps_to_realise") for r in members]
+            out["steps_to_realise"] = None if None in reached else sum(reached) / len(reached)
+            out["budget_steps"] = members[0].get("budget_steps")
+        for metric in METRICS:
             vals = [r[metric] for r in members if r.get(metric) is not None]
             if len(vals) != len(members):
                 continue
@@ -103,13 +106,6 @@ def aggregate(rows: list[dict[str, Any]], paper: str | None = None) -> list[dict
                 out[f"paper_{metric}"], out[f"paper_{metric}_source"] = ref["value"], ref["source"]
         table.append(out)
     return table
-
-
-def primitive_score(metric: str, value: float, baseline: float) -> float:
-    """Fraction of the gap between the best baseline and the exact posterior that ``value`` closes."""
-    if LOWER_IS_BETTER[metric]:
-        return 1.0 - value / baseline if baseline > 0 else float("nan")
-    return (value - baseline) / (1.0 - baseline) if baseline < 1 else float("nan")
 
 
 def primitives(table: list[dict[str, Any]], rules: Primitives) -> dict[str, dict[str, dict[str, Any]]]:
@@ -140,6 +136,8 @@ def primitives(table: list[dict[str, Any]], rules: Primitives) -> dict[str, dict
                 "verdict": verdict, "metric": rule.metric, "value": row[rule.metric],
                 "baseline": base, "baseline_name": row[f"baseline_{rule.metric}_name"], "experiment": row["experiment"],
             }
+            if "steps_to_realise" in row:
+                out[label][prim].update(steps_to_realise=row["steps_to_realise"], budget_steps=row["budget_steps"])
     return out
 
 

@@ -10,13 +10,14 @@ calibration plot of every architecture added.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
-from windtunnel.config import ConfigError, Overrides
+from windtunnel.config import ConfigError, Overrides, short_hash
 from windtunnel.evaluate.plots import calibration_plot
+from windtunnel.evaluate.record import Evaluation
 from windtunnel.sweep.config import SweepConfig
+from windtunnel.sweep.execution import Execution, legacy_execution
 from windtunnel.sweep.expand import expand
 from windtunnel.sweep.run import run_sweep
 from windtunnel.train.rundir import RunDir
@@ -46,25 +47,28 @@ def compare(
     profile: str = "quick",
     overrides: Overrides | None = None,
     out: Path | str | None = None,
+    execution: Execution | None = None,
+    *,
     reference: str = "transformer",
-    progress: bool = True,
-    trackers: str | tuple[str, ...] = (),
+    **legacy: Any,
 ) -> tuple[Path, dict[str, Any]]:
     """Train and evaluate every model; write the sweep tables and ``calibration.png``.
 
-    ``overrides``: ``{"train.steps": 500}`` or ``(key, value)`` pairs, for every run; ``trackers``:
-    experiment trackers every run logs to (:func:`~windtunnel.sweep.run.run_sweep`)."""
+    ``overrides``: ``{"train.steps": 500}`` or ``(key, value)`` pairs, for every run;
+    ``execution``: how the runs train and what they report (:class:`~windtunnel.sweep.execution.Execution`;
+    the keywords ``progress`` and ``trackers`` of earlier versions still work, deprecated)."""
+    execution = legacy_execution("compare", execution, legacy, ("progress", "trackers"))
+    if legacy.get("progress") is False:  # compare(progress=False) was silent
+        execution = execution.but(log=Execution.quiet().log)
     sweep = compare_sweep(task, models, profile, reference)
     runs = expand(sweep, overrides)
     if out is None:
-        digest = hashlib.sha256("".join(r.config.content_hash() for r in runs).encode()).hexdigest()[:10]
-        out = Path("runs") / f"compare-{task}-{digest}"
-    outcome = run_sweep(sweep, out, progress=progress, log=print if progress else (lambda _: None), runs=runs,
-                        trackers=trackers)
+        out = Path("runs") / f"compare-{task}-{short_hash(''.join(r.config.content_hash() for r in runs))}"
+    outcome = run_sweep(sweep, out, execution, runs=runs)
     curves = {}
     for run in runs:
         ev = RunDir(outcome.out / run.name).eval()
-        main = ev["lengths"][str(ev["main_length"])]
+        main = Evaluation(ev).main
         curves[f"{run.config.model} ({ev['n_params'] / 1e6:.2f}M)"] = {**main["curves"], "step": main["step"]}
     calibration_plot(curves, outcome.out / "calibration.png", title=f"{task}: model vs exact Bayes entropy")
     return outcome.out, outcome.summary

@@ -12,22 +12,21 @@ A sweep file is JSON (shipped ones live in ``src/windtunnel/sweep/configs``)::
 
 from __future__ import annotations
 
-import hashlib
 import json
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, PrivateAttr, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, model_serializer, model_validator
 
-from windtunnel.config import ConfigError, Override, StrictConfig, parse_overrides
+from windtunnel.compat import sweep_hash_doc
+from windtunnel.config import ConfigError, Override, StrictConfig, parse_overrides, short_hash
+from windtunnel.evaluate.record import ScoredMetric
 
 #: sections of a run config that a grid axis or an override may set (``section.field``)
 SECTIONS = ("task_params", "model_params", "train", "eval")
 #: the grid axis that counts as "seeds" when results are aggregated
 SEED_KEY = "train.seed"
-#: per-run metrics that primitives and tables may use
-METRICS = ("entropy_error", "kl_bayes_model", "accuracy")
 
 
 def _check_key(key: str) -> str:
@@ -116,7 +115,7 @@ class Experiment(_WithOverrides):
 
 class PrimitiveRule(StrictConfig):
     experiment: str = Field(description="experiment name whose results decide this primitive")
-    metric: Literal["entropy_error", "kl_bayes_model", "accuracy"] = Field(
+    metric: ScoredMetric = Field(
         description="metric at the training length; scored as the fraction of the best baseline's gap closed"
     )
     variants: list[str] = Field(
@@ -203,10 +202,17 @@ class SweepConfig(_WithOverrides):
         1, description="local backend: runs trained (and diagnosed) at once, each in its own process; 'auto': the "
         "CPU cores divided by the runs' train.threads. Not part of the content hash (it does not change results)",
     )
+    decide_early: bool = Field(
+        False, description="a run of an experiment that scores a primitive stops once its probe has shown the primitive "
+        "realised and the full evaluation there agrees (windtunnel.train.decide); a run that does not realise it trains "
+        "its whole budget",
+    )
 
     @model_validator(mode="after")
     def _check(self):
         parse_jobs(self.jobs)
+        if self.decide_early and not self.primitives:
+            raise ValueError("decide_early needs primitives: the rules say which metric each experiment's runs are decided by")
         names = [e.label(t) for e in self.experiments for t in e.tasks()]
         if len(set(names)) != len(names):
             raise ValueError(f"experiment names must be unique, got {names}; give each a name")
@@ -226,15 +232,19 @@ class SweepConfig(_WithOverrides):
                 raise ValueError(f"paper = {self.paper!r} is unknown; available: {', '.join(paper_names())}")
         return self
 
+    @model_serializer(mode="wrap")
+    def _without_unset_decide_early(self, handler):
+        # added after sweep folders were written: unset, a sweep dumps (and is saved) as before it existed
+        doc = handler(self)
+        if isinstance(doc, dict) and doc.get("decide_early") is False:
+            del doc["decide_early"]
+        return doc
+
     def content_hash(self) -> str:
         """The hash of what the sweep computes: ``jobs`` (how many run at once) is left out, and so
-        is an empty ``model_overrides`` (sweeps written before it existed keep their folders)."""
-        doc = self.model_dump(mode="json", exclude={"jobs"})
-        for exp in doc["experiments"]:
-            if not exp["model_overrides"]:
-                del exp["model_overrides"]
-        blob = json.dumps(doc, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+        are an empty ``model_overrides`` and an unset ``decide_early`` (sweeps written before they
+        existed keep their folders)."""
+        return short_hash(sweep_hash_doc(self.model_dump(mode="json", exclude={"jobs"})))
 
 
 # ---------------------------------------------------------------------------------------

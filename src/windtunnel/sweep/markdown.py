@@ -5,11 +5,11 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from windtunnel.evaluate.record import METRICS, SCORED_METRICS
 from windtunnel.sweep.config import SweepConfig
 from windtunnel.tables import table
 
 _MARK = {"yes": "✓", "partial": "~", "no": "✗"}
-METRIC_LABEL = {"entropy_error": "entropy error", "kl_bayes_model": "KL(Bayes‖model)", "accuracy": "accuracy"}
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
@@ -59,11 +59,11 @@ def comparison_table(aggregated: list[dict[str, Any]], experiment: str) -> str:
     base = {}
     for r in rows:
         if r["is_main"]:
-            for m in ("entropy_error", "kl_bayes_model", "accuracy"):
+            for m in SCORED_METRICS:
                 if r.get(f"baseline_{m}") is not None:
                     base[m] = (r[f"baseline_{m}"], r[f"baseline_{m}_name"])
     if base:
-        parts = [f"{METRIC_LABEL[m]} {_fmt(v, 4)} ({name})" for m, (v, name) in base.items()]
+        parts = [f"{METRICS[m].label} {_fmt(v, 4)} ({name})" for m, (v, name) in base.items()]
         lines.append("")
         lines.append("Best baseline at the training length: " + "; ".join(parts) + ".")
     return "\n".join(lines)
@@ -136,7 +136,7 @@ def ladders_table(prims: dict[str, dict[str, dict[str, Any]]], rules: list[str],
 
 def primitives_note(sweep: SweepConfig) -> str:
     r = sweep.primitives
-    rules = "; ".join(f"{p}: {METRIC_LABEL[rule.metric]} on {', '.join(rule.experiments())}" for p, rule in r.rules.items())
+    rules = "; ".join(f"{p}: {METRICS[rule.metric].label} on {', '.join(rule.experiments())}" for p, rule in r.rules.items())
     return (
         f"Score = fraction of the best baseline's gap to the exact posterior that the model closes at the training "
         f"length ({rules}); ✓ at ≥ {r.realised}, ~ at ≥ {r.partial}, else ✗; with several seeds the score of "

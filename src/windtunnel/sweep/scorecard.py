@@ -1,244 +1,273 @@
 """The primitive scorecard of one architecture: a small sweep, scored against exact posteriors.
 
-``windtunnel scorecard MODEL`` trains MODEL (a registered name or a user's
-``package.module:Class``) and the reference transformer on the three primitive tunnels of Paper I
-(bijection: accumulation; HMM: transport; recall: binding) plus in-context regression
-(continuous beliefs), SULA, Kalman filtering (continuous transport), Dirichlet-categorical
-counting and change-points (revision), each capacity-matched to the transformer and scored at
-every rung of its difficulty ladder, with the budget of
-``paper1-quick`` (the quick profiles) or the paper's (``--profile paper``). It is an ordinary
-sweep (run folders, resume, the Ray backend, tables, ``windtunnel report``); this module only
-builds its config and reads its primitives into ``scorecard.json``.
+``windtunnel scorecard MODEL`` scores MODEL (a registered name or a user's
+``package.module:Class``) on the inference primitives: Paper I's three tunnels (bijection:
+accumulation; HMM: transport; recall: binding) plus in-context regression (continuous beliefs),
+SULA, Kalman filtering (continuous transport), Dirichlet-categorical counting and change-points
+(revision), capacity-matched to the reference transformer, with the budget of ``paper1-quick``
+(the quick profiles) or the paper's (``--profile paper``). How it gets a decisive answer fast:
+
+- **the reference is data**: the transformer's results at every rung ship with the package
+  (:mod:`~windtunnel.sweep.reference`); only MODEL trains (``--reference train`` trains the
+  transformer too, ``--reference FOLDER`` reads runs of one's own, ``--reference none`` leaves it out);
+- **the learning rate is searched** where the profile commits none, by the annealed search with
+  the plateau guard (:mod:`~windtunnel.sweep.tune`; ``--full``: every rate to the end);
+- **runs decide early**: a run stops once its probe and its full evaluation agree that the
+  primitive is realised (:mod:`windtunnel.train.decide`; ``--no-early-stop``: the full budget);
+- **the ladder is searched, not swept**: the profile's own rung first, then up while realised
+  and down while not (``--full-ladder``: every rung).
+
+It is an ordinary sweep (run folders, resume, the Ray backend, tables, ``windtunnel report``); the
+pieces that make and read it are in :mod:`~windtunnel.sweep.scorecard_doc`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from windtunnel.config import ConfigError, Overrides, as_overrides
-from windtunnel.files import atomic_write_text, jsonable
-from windtunnel.sweep.config import SweepConfig, load_sweep
-from windtunnel.sweep.markdown import highest_realised
-from windtunnel.train.config import load_profile, profile_tasks, tuned_train
+from pydantic import Field, model_validator
 
-#: primitive -> (task, metric scored at the training length), in the scorecard's order
-PRIMITIVES: dict[str, tuple[str, str]] = {
-    "accumulation": ("bijection", "kl_bayes_model"),
-    "transport": ("hmm", "kl_bayes_model"),
-    "binding": ("recall", "accuracy"),
-    "continuous": ("regression", "kl_bayes_model"),
-    "sula": ("sula", "kl_bayes_model"),
-    "continuous_transport": ("kalman", "kl_bayes_model"),
-    "counting": ("dirichlet", "kl_bayes_model"),
-    "revision": ("changepoint", "kl_bayes_model"),
-}
-REFERENCE = "transformer"
-#: the shipped sweep whose budget (its overrides, e.g. one thread per run, and jobs) each profile's scorecard takes
-BUDGET = {"quick": "paper1-quick", "paper": "paper1"}
-SCORECARD_FILE = "scorecard.json"
-
-
-def rung_label(task: str, rung: dict[str, Any]) -> str:
-    """The experiment name of a rung: ``hmm@S2_O2``."""
-    return f"{task}@" + "_".join(f"{k}{v}" for k, v in rung.items())
+from windtunnel.config import ConfigError
+from windtunnel.sweep.config import SweepConfig, _WithOverrides
+from windtunnel.sweep.execution import Execution, check_reuse
+from windtunnel.sweep.expand import SweepRun, expand
+from windtunnel.sweep.folders import default_out
+from windtunnel.sweep.primitives import PRIMITIVES, REFERENCE, budget_execution, tune_configs
+from windtunnel.sweep.reference import check_applies, load_reference
+from windtunnel.sweep.run import SweepOutcome, run_sweep, summarise
+from windtunnel.sweep.scorecard_doc import (  # noqa: F401  (the scorecard's parts, read from here by callers)
+    SCORECARD_FILE,
+    chosen_primitives,
+    ladder,
+    rung_label,
+    scorecard_cautions,
+    scorecard_doc,
+    scorecard_models,
+    scorecard_sweep,
+    tuning_of,
+    write_scorecard,
+)
+from windtunnel.sweep.tune import SEARCH, TuneSpec, tune_in_folder
+from windtunnel.train.config import load_profile
 
 
-def ladder(profile: str, task: str) -> list[tuple[str, dict[str, Any]]]:
-    """(experiment name, task_params overrides) of each rung of ``task`` in ``profile``, easiest
-    first (the profile's ``rungs``). The rung that is the profile's own setting keeps the plain task
-    name (its runs are those of ``paper1-quick``); a profile without rungs has that one alone."""
-    prof = load_profile(profile, task)
-    own = prof.get("task_params", {})
-    out = []
-    for rung in prof.get("rungs", []):
-        is_own = all(own.get(k) == v for k, v in rung.items())
-        out.append((task, {}) if is_own else (rung_label(task, rung), dict(rung)))
-    return out if (task, {}) in out else [*out, (task, {})]
+class ScorecardRequest(_WithOverrides):
+    """One scorecard: ``model`` (a registered architecture or a user's ``package.module:Class``)
+    beside the reference transformer, at the ``profile``'s budget, with ``seeds`` seeds, on the
+    chosen ``primitives`` (None: every one the profile has a tunnel for); ``overrides``
+    (``section.field=value`` text, as on the command line) apply to every run."""
+
+    model: str = Field(min_length=1)
+    profile: str = "quick"
+    seeds: int = Field(1, ge=1, le=100, description="seeds 0..N-1 per run")
+    primitives: list[str] | None = None
+    rungs: bool = Field(True, description="score the rungs of each tunnel's difficulty ladder, or its own setting alone")
+    full_ladder: bool = Field(False, description="every rung of every ladder (else the ladder is searched from the "
+                              "profile's own rung: up while realised, down while not)")
+    tune: bool = Field(True, description="search the learning rate of every model the profile commits none for")
+    full: bool = Field(False, description="the search trains every candidate to the end (else: annealed comparisons "
+                       "with the plateau guard)")
+    halving: bool = Field(False, description="the plain successive halving of earlier versions (no cooldown, guard or ties)")
+    settle: bool = Field(False, description="where the plateau guard could not rule out a stopped rate, train it to the end")
+    early_stop: bool = Field(True, description="a run stops once its probe and evaluation agree the primitive is realised")
+    reference: str = Field("shipped", description="the transformer's results: shipped (the package's data), train, "
+                           "none, or a folder holding its runs")
+    overrides: list[str] = Field(default_factory=list, description="section.field=value for every run")
+
+    @model_validator(mode="after")
+    def _check(self):
+        chosen_primitives(self.profile, self.primitives)
+        if self.tune and any(k == "train.lr" for k, _ in self.override_pairs):
+            raise ValueError("--set train.lr=... fixes the learning rate that the scorecard would tune; add --no-tune")
+        if self.reference not in ("shipped", "train", "none") and not Path(self.reference).is_dir():
+            raise ValueError(f"reference = {self.reference!r}: shipped, train, none, or a folder holding the "
+                             "transformer's runs")
+        return self
+
+    @property
+    def trains_reference(self) -> bool:
+        return self.reference == "train" or self.model == REFERENCE
+
+    def sweep(self, tuned: dict[str, dict[str, dict[str, Any]]] | None = None, *, reference: bool | None = None) -> SweepConfig:
+        """The sweep behind it (:func:`scorecard_sweep`): the model's runs, and the reference's where
+        it is trained (``reference`` overrides: the reference's runs alone are read from data)."""
+        with_ref = self.trains_reference if reference is None else reference
+        return scorecard_sweep(self.model, self.profile, self.seeds, self.primitives, self.rungs, tuned,
+                               train_reference=with_ref, decide_early=self.early_stop)
+
+    def search_spec(self, metric: str) -> TuneSpec:
+        """How each learning rate is searched: every candidate to the end (``full``), or the
+        annealed search with the plateau guard; candidates that go to the end decide early."""
+        doc = {"full": True} if self.full else {} if self.halving else {**SEARCH, "settle": self.settle}
+        return TuneSpec.build({**doc, "metric": metric, "decide_early": self.early_stop}, where="scorecard search")
 
 
-def chosen_primitives(profile: str, primitives: list[str] | None) -> list[str]:
-    """``primitives`` checked against the profile (None: every primitive whose tunnel it has)."""
-    have = profile_tasks(profile)
-    chosen = [p for p, (task, _) in PRIMITIVES.items() if task in have] if primitives is None else primitives
-    unknown = [p for p in chosen if p not in PRIMITIVES]
-    if unknown or not chosen:
-        raise ConfigError(f"primitives {unknown or chosen}: choose from {', '.join(PRIMITIVES)}")
-    lacking = [PRIMITIVES[p][0] for p in chosen if PRIMITIVES[p][0] not in have]
-    if lacking:
-        raise ConfigError(f"profile '{profile}' has no config for task(s) {', '.join(lacking)}; it has: {', '.join(have)}")
-    return chosen
+@dataclass
+class ScorecardOutcome:
+    """What :func:`run_scorecard` did: the sweep's outcome and ``scorecard.json``."""
+
+    sweep: SweepOutcome
+    doc: dict[str, Any]
+
+    @property
+    def out(self) -> Path:
+        return self.sweep.out
 
 
-def scorecard_models(model: str) -> list[str]:
-    return [REFERENCE] if model == REFERENCE else [REFERENCE, model]
+def run_scorecard(request: ScorecardRequest, out: Path | str | None = None,
+                  execution: Execution | None = None) -> ScorecardOutcome:
+    """``windtunnel scorecard``: check everything (the model, the overrides on every run, the
+    reference, the backend, the reuse folders), tune what the profile commits no rate for, run
+    the sweep in ``out`` (default: :func:`~windtunnel.sweep.folders.default_out` of its config and
+    the overrides as written), rung by rung unless ``full_ladder``, and write ``scorecard.json``."""
+    execution = execution or Execution()
+    sweep = request.sweep()
+    runs = expand(sweep, request.override_pairs)  # the model and the overrides, on every run, before anything is written
+    reference = _reference_cells(request, sweep)  # checked before anything is written too
+    folder = Path(out) if out is not None else default_out(sweep, request.overrides)
+    check_reuse(execution.reuse, folder)
+    with execution.session():  # a Ray cluster that cannot be started or joined, before the tuning writes
+        tuned = tune_scorecard(request, folder, execution) if request.tune else None
+        if tuned is not None:
+            sweep = request.sweep(tuned)
+            runs = expand(sweep, request.override_pairs)
+        outcome, skipped = _climb(request, sweep, runs, folder, execution)
+    summary = dict(outcome.summary)
+    if reference is not None:
+        summary["primitives"] = {**(summary.get("primitives") or {}), REFERENCE: reference}
+    doc = scorecard_doc(summary, sweep, request.model, outcome.out, tuned, request.override_pairs, skipped=skipped,
+                        reference="train" if request.trains_reference else request.reference)
+    _mark_unsettled(doc)
+    return ScorecardOutcome(outcome, write_scorecard(outcome.out, doc))
 
 
-def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
-                    primitives: list[str] | None = None, rungs: bool = True,
-                    tuned: dict[str, dict[str, dict[str, Any]]] | None = None) -> SweepConfig:
-    """The sweep behind a scorecard: one experiment per primitive's task and rung (``rungs``;
-    else the profile's own setting alone), MODEL beside the transformer (capacity-matched to it),
-    ``seeds`` seeds, one primitive rule per rung (``transport``, ``transport@S2_O2``, ...).
-    ``tuned`` gives, per task and model, the settings :mod:`~windtunnel.sweep.tune` found (for
-    every rung of that task)."""
-    chosen = chosen_primitives(profile, primitives)
-    budget = load_sweep(BUDGET[profile]) if profile in BUDGET else None
-    experiments, rules = [], {}
-    for prim in chosen:
-        task, metric = PRIMITIVES[prim]
-        by_model = {m: [f"{k}={json.dumps(v)}" for k, v in point.items()]
-                    for m, point in (tuned or {}).get(task, {}).items()}
-        for name, params in ladder(profile, task) if rungs else [(task, {})]:
-            exp = {"task": task, "models": scorecard_models(model), "match_capacity": REFERENCE}
-            if name != task:
-                exp.update(name=name, overrides=[f"task_params.{k}={json.dumps(v)}" for k, v in params.items()])
-            if by_model:
-                exp["model_overrides"] = by_model
-            experiments.append(exp)
-            rules[prim if name == task else f"{prim}@{name.partition('@')[2]}"] = {"experiment": name, "metric": metric}
-    doc = {
-        "name": f"scorecard-{model.replace(':', '.')}",
-        "description": (f"Primitive scorecard of {model} beside the transformer ({profile} profiles, "
-                        f"{seeds} seed{'s' if seeds > 1 else ''}; every model matched to the transformer's count)."),
-        "profile": profile,
-        "paper": "paper1",
-        "grid": {"train.seed": list(range(seeds))},
-        "experiments": experiments,
-        "primitives": {"rules": rules},
-    }
-    if budget is not None:
-        doc.update(overrides=budget.overrides, jobs=budget.jobs)
-    return SweepConfig.build(doc, where="scorecard")
+def _reference_cells(request: ScorecardRequest, sweep: SweepConfig) -> dict[str, dict[str, Any]] | None:
+    """The transformer's cells (rule -> result) where it is not trained: the shipped data (checked
+    to be the very runs this scorecard's would be), a folder's runs, or none."""
+    if request.trains_reference or request.reference == "none":
+        return None
+    ref_sweep = scorecard_sweep(REFERENCE, request.profile, request.seeds, request.primitives, request.rungs)
+    ref_runs = [r for r in expand(ref_sweep, request.override_pairs) if r.config.model == REFERENCE]
+    if request.reference == "shipped":
+        data = load_reference(request.profile)
+        if data is None:
+            raise ConfigError(f"no reference is shipped for profile '{request.profile}': use --reference train, "
+                              "--reference FOLDER or --reference none")
+        check_applies(data, ref_runs)
+        wanted = set(sweep.primitives.rules)
+        return {rule: rung.cell() for rule, rung in data.by_rule().items() if rule in wanted}
+    summary, _ = summarise(Path(request.reference), ref_sweep, ref_runs)
+    return (summary.get("primitives") or {}).get(REFERENCE, {})
 
 
-def budget_overrides(profile: str, overrides: Overrides | None = None) -> list:
-    """The overrides of the sweep whose budget a profile's scorecard takes (one thread per run for
-    ``quick``), then ``overrides``."""
-    budget = load_sweep(BUDGET[profile]) if profile in BUDGET else None
-    return [*(budget.override_pairs if budget else []), *as_overrides(overrides)]
+def _climb(request: ScorecardRequest, sweep: SweepConfig, runs: list[SweepRun], folder: Path,
+           execution: Execution) -> tuple[SweepOutcome, set[str]]:
+    """Run the scorecard's sweep: every rung at once (``full_ladder``), or each primitive's ladder
+    searched from the profile's own rung, up while it is realised and down while it is not, a
+    stage at a time; returns the last stage's outcome and the experiments it did not need."""
+    experiments = {r.experiment for r in runs}
+    if request.full_ladder or not request.rungs:
+        return run_sweep(sweep, folder, execution, overrides=request.override_pairs, runs=runs), set()
+    ladders = {prim: [rule for rule in sweep.primitives.rules if rule.partition("@")[0] == prim]
+               for prim in chosen_primitives(request.profile, request.primitives)}
+    rules = sweep.primitives.rules
+    steps = {prim: _Climb(_rung_order(request.profile, prim, names)) for prim, names in ladders.items()}
+    chosen = {rules[c.current].experiment for c in steps.values()}
+    while True:
+        outcome = run_sweep(sweep, folder, execution, overrides=request.override_pairs,
+                            runs=[r for r in runs if r.experiment in chosen])
+        cells = (outcome.summary.get("primitives") or {}).get(request.model, {})
+        more = {rules[nxt].experiment for c in steps.values() if (nxt := c.next(cells.get(c.current))) is not None}
+        if not more - chosen:
+            return outcome, experiments - chosen
+        chosen |= more
 
 
-def budget_jobs(profile: str, jobs: int | str | None, configs: list) -> int:
-    """How many runs train at once: ``jobs``, else the budget sweep's (``auto`` for ``quick``)."""
-    from windtunnel.sweep.expand import SweepRun
-    from windtunnel.sweep.run import resolve_jobs
-
-    if jobs is None:
-        jobs = load_sweep(BUDGET[profile]).jobs if profile in BUDGET else 1
-    return resolve_jobs(jobs, [SweepRun(c, c.task) for c in configs])
+def _rung_order(profile: str, prim: str, names: list[str]) -> list[str]:
+    """A primitive's rule names easiest rung first (the order of the profile's ladder)."""
+    task = PRIMITIVES[prim][0]
+    order = [name for name, _ in ladder(profile, task)]
+    return sorted(names, key=lambda n: order.index(task if "@" not in n else f"{task}@{n.partition('@')[2]}"))
 
 
-def tune_configs(task: str, models: list[str], profile: str = "quick", overrides: Overrides | None = None) -> list:
-    """The run configs a search starts from: each model on ``task`` at the profile's own rung with
-    the scorecard's budget, capacity-matched to the transformer (its runs are the scorecard's)."""
-    from windtunnel.sweep.expand import matched_configs
+class _Climb:
+    """One primitive's ladder search: from the profile's own rung, up while realised, down while not."""
 
-    both = [REFERENCE, *[m for m in models if m != REFERENCE]]
-    configs = matched_configs(task, both, profile, budget_overrides(profile, overrides), REFERENCE)
-    return [c for c in configs if c.model in models]
+    def __init__(self, rules: list[str]):
+        self.rules = rules
+        self.i = next(i for i, r in enumerate(rules) if "@" not in r)  # the profile's own rung
+        self.step: int | None = None  # +1 climbing, -1 descending, None before the first verdict
+
+    @property
+    def current(self) -> str:
+        return self.rules[self.i]
+
+    def next(self, cell: dict[str, Any] | None) -> str | None:
+        """The rung to score next after ``cell`` (the current rung's result), or None: done."""
+        if cell is None:
+            return None
+        realised = cell.get("verdict") == "yes"
+        step = self.step if self.step is not None else (1 if realised else -1)
+        if (step == 1) != realised or not 0 <= self.i + step < len(self.rules):
+            return None
+        self.step, self.i = step, self.i + step
+        return self.current
 
 
-def tune_scorecard(model: str, out: Path, profile: str = "quick", primitives: list[str] | None = None,
-                   overrides: Overrides | None = None, jobs: int | str | None = None,
-                   log: Callable[[str], None] = print, reuse: list[Path] | tuple = ()) -> dict[str, dict[str, dict[str, Any]]]:
-    """Tune, by :func:`~windtunnel.sweep.tune.tune` at each tunnel's own rung, every model of the
-    scorecard whose profile commits no setting for it (the transformer included), all searches at
-    once (:func:`~windtunnel.sweep.tune.tune_many`: each stage's candidates share the workers); returns
+def _mark_unsettled(doc: dict[str, Any]) -> None:
+    """A verdict short of realised whose search stopped rates it could not rule out says so."""
+    for row in doc["primitives"].values():
+        mine = (row.get("tuning") or {}).get(doc["model"]) or {}
+        if mine.get("unsettled") and row["model"] and row["model"].get("verdict") != "yes":
+            row["model"]["unsettled"] = mine["unsettled"]
+
+
+def tune_scorecard(request: ScorecardRequest, out: Path, execution: Execution) -> dict[str, dict[str, dict[str, Any]]]:
+    """Tune, at each tunnel's own rung, every model the scorecard trains whose profile commits no
+    setting for it, all searches at once (each stage's candidates share the workers); returns
     ``{task: {model: best grid point}}`` for :func:`scorecard_sweep`. The candidates' runs live in
-    ``out`` beside the scorecard's, so the winner's run is the scorecard's run; ``reuse`` folders'
-    candidates (an earlier scorecard's) are copied in first."""
-    from windtunnel.sweep.tune import TuneSpec, tune_many_in_folder
-
+    ``out`` beside the scorecard's, so the winner's run is the scorecard's run; the candidates of
+    ``execution.reuse`` folders (an earlier scorecard's) are copied in first."""
     searches = []
-    for prim in chosen_primitives(profile, primitives):
+    for prim in chosen_primitives(request.profile, request.primitives):
         task, metric = PRIMITIVES[prim]
-        committed = load_profile(profile, task).get("tuned", {})
-        todo = [m for m in scorecard_models(model) if m not in committed]
+        committed = load_profile(request.profile, task).get("tuned", {})
+        todo = [m for m in scorecard_models(request.model, request.trains_reference) if m not in committed]
         if todo:
-            searches += [(cfg, TuneSpec(metric=metric)) for cfg in tune_configs(task, todo, profile, overrides)]
+            searches += [(cfg, request.search_spec(metric))
+                         for cfg in tune_configs(task, todo, request.profile, request.override_pairs)]
     tuned: dict[str, dict[str, dict[str, Any]]] = {}
     if not searches:
         return tuned
-    n = budget_jobs(profile, jobs, [cfg for cfg, _ in searches])
-    for res in tune_many_in_folder(searches, out, n, log, reuse):
+    here = budget_execution(request.profile, execution.local(), [cfg for cfg, _ in searches])
+    for res in tune_in_folder(searches, out, here):
         tuned.setdefault(res.task, {})[res.model] = res.best
     return tuned
 
 
-def task_metric(task: str) -> str:
-    """The metric a task's primitive is scored by (KL for a task outside the scorecard)."""
-    return next((metric for t, metric in PRIMITIVES.values() if t == task), "kl_bayes_model")
+def scorecard_lines(doc: dict[str, Any]) -> list[str]:
+    """The scorecard as the command prints it: a line per primitive (each model's verdict, score and
+    steps to realise, the highest rung realised where there is a ladder) and the cautions behind it."""
+    model, lines = doc["model"], []
+    for prim, row in doc["primitives"].items():
+        cells = [f"{who}: {_verdict_text(r)}" for who, r in (("model", row["model"]), ("transformer", row[REFERENCE]))]
+        highest = [f"{who}: {doc['highest'][name].get(prim) or 'none'}" for who, name in
+                   (("model", model), ("transformer", REFERENCE)) if len(doc["ladder"][prim]) > 1]
+        lines.append(f"{prim:<13} ({row['task']}, {row['metric']}): " + "; ".join(cells)
+                     + (f"  [highest rung realised: {'; '.join(highest)}]" if highest else ""))
+        lines += [f"  caution: {c}" for c in scorecard_cautions(row)]
+        if (row["model"] or {}).get("unsettled"):
+            lines.append(f"  unsettled: the search stopped {row['model']['unsettled']} while every rate was on the plateau; "
+                         "--settle trains them to the end")
+    return lines
 
 
-def tuning_of(out: Path | None, profile: str, task: str, model: str, searched: bool = False,
-              overrides: Overrides | None = None) -> dict[str, Any] | None:
-    """Where ``model``'s learning rate on ``task`` came from, as the runs were resolved: a
-    ``--set train.lr`` override (it applies last), else the profile's committed value (its
-    ``tuned`` entry and the docs section of its search table), else, when ``searched`` (the
-    scorecard tuned this model on this tunnel), the search in ``out``
-    (``tune-<task>-<model>.json``: its best point and its cautions), else None (the profile's
-    shared rate)."""
-    from windtunnel.sweep.tune import tune_name
-
-    lr = [v for k, v in as_overrides(overrides) if k == "train.lr"]
-    if lr:
-        return {"source": "--set", "best": {"train.lr": lr[-1]}, "cautions": []}
-    prof = load_profile(profile, task) if task in profile_tasks(profile) else {}
-    committed = tuned_train(prof, model)  # what resolve_run applies
-    if committed:
-        return {"source": prof["tuned"][model].get("_source", f"profile {profile}"), "cautions": [],
-                "best": {f"train.{k}": v for k, v in committed.items()}}
-    path = Path(out) / f"{tune_name(task, model)}.json" if searched and out is not None else None
-    if path is None or not path.is_file():
-        return None
-    doc = json.loads(path.read_text())
-    return {"source": path.name, "best": doc.get("best", {}), "cautions": doc.get("cautions", [])}
-
-
-def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str, out: Path | None = None,
-                  tuned: dict[str, dict[str, Any]] | None = None, overrides: Overrides | None = None) -> dict[str, Any]:
-    """``scorecard.json``: per primitive the model's and the transformer's score, interval and
-    verdict at the profile's own rung (``primitives``, with ``tuning``: where each one's learning
-    rate came from and the cautions of its search, :func:`tuning_of`; ``tuned`` is what
-    :func:`tune_scorecard` returned, ``overrides`` the scorecard's ``--set``), every rung
-    (``ladder``, easiest first) and the highest rung each realises (``highest``)."""
-    prims = summary.get("primitives") or {}
-    rows, ladders = {}, {}
-    for name, rule in sweep.primitives.rules.items():
-        prim, _, rung = name.partition("@")
-        task = rule.experiment.partition("@")[0]
-        row = {"task": task, "metric": rule.metric, "experiment": rule.experiment,
-               "model": prims.get(model, {}).get(name), REFERENCE: prims.get(REFERENCE, {}).get(name)}
-        if not rung:
-            rows[prim] = {**row, "tuning": {who: tuning_of(out, sweep.profile, task, who, who in (tuned or {}).get(task, {}),
-                                                           overrides) for who in (model, REFERENCE)}}
-        ladders.setdefault(prim, []).append({"rung": rung or "profile", **row})
-    exps = {e.label(t): e for e in sweep.experiments for t in e.tasks()}
-    for steps in ladders.values():
-        for step in steps:
-            step["params"] = dict(exps[step["experiment"]].override_pairs)
-    highest = {who: {prim: highest_realised([(s["experiment"], s[key]) for s in steps]) for prim, steps in ladders.items()}
-               for who, key in ((model, "model"), (REFERENCE, REFERENCE))}
-    return {"model": model, "reference": REFERENCE, "profile": sweep.profile, "seeds": sweep.grid["train.seed"],
-            "realised": sweep.primitives.realised, "partial": sweep.primitives.partial,
-            "finished": summary["finished"], "n_runs": summary["n_runs"], "missing": summary["missing"],
-            "primitives": rows, "ladder": ladders, "highest": highest}
-
-
-def scorecard_cautions(row: dict[str, Any]) -> list[str]:
-    """The cautions of the searches behind one primitive's verdicts (a ``primitives`` row of
-    ``scorecard.json``), each naming whose search it is: a ✗ from a search that ended on a plateau
-    or at its grid's edge is not final until the check it names has run."""
-    return [f"{who}'s {row['task']} search ({t['source']}): {c}"
-            for who, t in (row.get("tuning") or {}).items() if t for c in t.get("cautions", [])]
-
-
-def write_scorecard(out: Path, summary: dict[str, Any], sweep: SweepConfig, model: str,
-                    tuned: dict[str, dict[str, Any]] | None = None, overrides: Overrides | None = None) -> dict[str, Any]:
-    """Write ``scorecard.json`` into the sweep folder ``out`` (a score that is not a number is null)."""
-    doc = jsonable(scorecard_doc(summary, sweep, model, out, tuned, overrides))
-    atomic_write_text(Path(out) / SCORECARD_FILE, json.dumps(doc, indent=1, allow_nan=False))
-    return doc
+def _verdict_text(cell: dict[str, Any] | None) -> str:
+    if not cell or cell.get("score") is None:
+        return "-"
+    text = f"{cell['verdict']}{'?' if cell.get('unsettled') else ''} {cell['score']:.2f}"
+    if cell.get("steps_to_realise") is not None:
+        text += f" (realised by step {cell['steps_to_realise']:.0f} of {cell['budget_steps']})"
+    return text

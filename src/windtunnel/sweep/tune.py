@@ -7,51 +7,63 @@ points of a grid (by default five log-spaced learning rates from 1e-4 to 1e-2, a
 train with that setting (same content-hashed folder, same schedule, same data), so nothing is
 thrown away:
 
-1. every candidate trains to the first rung (10% of ``train.steps`` by default) and pauses with a
-   resumable checkpoint; the held-out probe (``probe_*`` in ``metrics.jsonl``, sequences of the
-   ``probe`` split, never the evaluation's) scores it there;
-2. the best ``ceil(n / eta)`` resume to the next rung (30%), and so on; after the last rung one
-   candidate is left;
+1. every candidate trains to the first comparison point (10% of ``train.steps`` by default) and
+   pauses with a resumable checkpoint; the held-out probe (``probe_*`` in ``metrics.jsonl``,
+   sequences of the ``probe`` split, never the evaluation's) scores it there;
+2. the best ``ceil(n / eta)`` resume to the next comparison point (30%), and so on; after the
+   last one candidate is left;
 3. the winner resumes to the end and is evaluated: it is the run the scorecard or sweep then
    reuses.
 
-With the defaults (5 candidates, rungs 10% and 30%, eta 2) the search costs 5 x 0.1 + 3 x 0.2 +
-0.7 = 1.8 runs' steps, the winner's own run included. ``full=True`` trains every candidate to the
-end instead (the reference the halving is checked against in docs/sweeps.md). A candidate whose
-loss turns non-finite counts as the worst. The table of every candidate at every rung it
-reached is written as ``tune-<task>-<model>.json`` / ``.csv`` / ``.md`` in the folder, with the
-search's cautions (:func:`cautions`): a winner at the grid's edge, and candidates that were still
-indistinguishable at the last comparison (a plateau, where halving ranks by noise).
+With the defaults (5 candidates, compared at 10% and 30%, eta 2) the search costs 5 x 0.1 + 3 x
+0.2 + 0.7 = 1.8 runs' steps, the winner's own run included. ``full=True`` trains every candidate
+to the end instead. A candidate whose loss turns non-finite counts as the worst. Every stage's
+candidates run through the one job runner (:func:`~windtunnel.sweep.jobs.run_jobs`). The table of
+every candidate at every point it reached is written as ``tune-<task>-<model>.json`` / ``.csv`` /
+``.md`` (:mod:`~windtunnel.sweep.tune_files`) with the search's cautions (:func:`cautions`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import AliasChoices, Field, model_validator
 
 from windtunnel.config import ConfigError, StrictConfig
-from windtunnel.files import atomic_write_text, jsonable
+from windtunnel.evaluate.record import METRICS, Evaluation, ScoredMetric, primitive_score
 from windtunnel.interrupt import StopFlag, stop_on_signals
 from windtunnel.lock import folder_lock
-from windtunnel.sweep.aggregate import LOWER_IS_BETTER, write_csv
 from windtunnel.sweep.config import Grid
+from windtunnel.sweep.execution import Execution, legacy_execution
 from windtunnel.sweep.expand import grid_points
-from windtunnel.sweep.run import Job, in_processes, tokens_to
-from windtunnel.tables import table
+from windtunnel.sweep.folders import reuse_runs
+from windtunnel.sweep.jobs import Job, failures, run_jobs
+from windtunnel.sweep.primitives import budget_execution, task_metric, tune_configs
+from windtunnel.sweep.run import tokens_to
+from windtunnel.sweep.tune_files import tune_name, write_tune
+from windtunnel.sweep.tune_rules import (  # noqa: F401  (rung_steps, probe_at: read from here by callers)
+    cautions,
+    curriculum_cautions,
+    last_probe,
+    probe_at,
+    rank_key,
+    rung_steps,
+    survivors,
+)
 from windtunnel.train.config import RunConfig, apply_overrides
+from windtunnel.train.decide import Decision
 from windtunnel.train.rundir import RunDir
 
 #: np.logspace(-4, -2, 5), to three significant digits
 DEFAULT_LRS = [1e-4, 3.16e-4, 1e-3, 3.16e-3, 1e-2]
-#: candidates whose probes at the last comparison lie within this relative spread are called tied
-PLATEAU_SPREAD = 0.02
+#: the search `windtunnel tune` and the scorecard run: annealed comparisons (a cooldown branch of
+#: 0.2 x the comparison step), the plateau guard at a probe score of 0.5, ties kept (measured on the
+#: sixteen recorded reversals: docs/results/search.md); TuneSpec() alone is the plain halving of before
+SEARCH: dict[str, Any] = {"cooldown": 0.2, "guard": 0.5, "keep_ties": True}
 
 
 class TuneSpec(StrictConfig):
@@ -59,20 +71,116 @@ class TuneSpec(StrictConfig):
 
     grid: Grid = Field(default_factory=lambda: {"train.lr": list(DEFAULT_LRS)},
                        description="section.field -> candidate values (cartesian product)")
-    rungs: list[float] = Field(
-        default_factory=lambda: [0.1, 0.3],
-        description="fractions of train.steps at which the candidates are compared (increasing, in (0, 1))")
-    eta: float = Field(2.0, gt=1, le=100, description="keep ceil(n / eta) candidates at each rung but the last, which keeps one")
-    metric: Literal["kl_bayes_model", "entropy_error", "accuracy"] = Field(
-        "kl_bayes_model", description="probe metric that ranks the candidates (ties: lower probe KL)")
+    compare_at: list[float] = Field(
+        default_factory=lambda: [0.1, 0.3], validation_alias=AliasChoices("compare_at", "rungs"), serialization_alias="rungs",
+        description="fractions of train.steps at which the candidates are compared (increasing, in (0, 1)); "
+                    "written 'rungs' in tune-*.json, its name before ladder rungs had it")
+    eta: float = Field(2.0, gt=1, le=100, description="keep ceil(n / eta) candidates at each comparison but the last, "
+                                                      "which keeps one")
+    metric: ScoredMetric = Field("kl_bayes_model", description="probe metric that ranks the candidates (ties: lower probe KL)")
     full: bool = Field(False, description="train every candidate to the end (no halving)")
+    cooldown: float = Field(0.0, ge=0, le=1, description="compare each candidate after annealing it: a branch from the "
+                            "comparison step s whose learning rate decays linearly to 0 over cooldown x s steps (0: "
+                            "compare the runs as they are)")
+    guard: float | None = Field(None, ge=0, le=1, description="plateau guard: while the leader's probe score is below "
+                                "it, no candidate is stopped (None: off)")
+    settle: bool = Field(False, description="when the guard holds at the last comparison, train every candidate it kept "
+                         "to the end (else keep the leader and record the others as unsettled)")
+    keep_ties: bool = Field(False, description="keep every candidate within 2% of the leader at a comparison")
+    keep_points: bool = Field(False, description="keep each candidate's resumable checkpoint at each comparison (in "
+                              "points/), so that other cooldowns can be branched from it later (a study of the search)")
+    decide_early: bool = Field(False, description="candidates trained to the end stop where their probe and evaluation "
+                               "agree that the primitive is realised (windtunnel.train.decide)")
 
     @model_validator(mode="after")
     def _check(self):
-        r = self.rungs
+        r = self.compare_at
         if any(not 0 < f < 1 for f in r) or any(b <= a for a, b in zip(r, r[1:])):
-            raise ValueError(f"rungs = {r}: fractions of the run, increasing, each in (0, 1)")
+            raise ValueError(f"compare_at = {r}: fractions of the run, increasing, each in (0, 1)")
         return self
+
+    def to_json(self) -> dict[str, Any]:
+        """As ``tune-*.json`` records it (the comparison settings only where there are comparisons)."""
+        doc = self.model_dump(mode="json", by_alias=True)
+        off = {"cooldown": 0.0, "guard": None, "settle": False, "keep_ties": False, "keep_points": False,
+               "decide_early": False}  # as searches were before them
+        return {k: v for k, v in doc.items() if not (k in off and (v == off[k] or (self.full and k != "decide_early")))}
+
+
+class TuneRequest(StrictConfig):
+    """One ``windtunnel tune`` call: ``models`` searched on ``task`` at the profile's own setting
+    with its scorecard's budget, the ``overrides`` (``section.field=value`` text) applied to every
+    candidate. A ``spec`` given as a mapping without ``metric`` ranks by the task's primitive
+    metric (accuracy for recall, else KL), and is the annealed search (:data:`SEARCH`) unless it
+    sets one of its fields, ``full``, or ``"halving": true`` (the plain successive halving)."""
+
+    task: str
+    models: list[str] = Field(min_length=1, description="architectures, each searched on its own, all in one pool")
+    profile: str = "quick"
+    overrides: list[str] = Field(default_factory=list, description="section.field=value for every candidate")
+    spec: TuneSpec = Field(default_factory=lambda: TuneSpec(**SEARCH))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _task_metric(cls, doc: Any) -> Any:
+        """A spec given as a mapping: the task's metric where it names none, the annealed search's
+        settings where it is not a --full search and names none of them."""
+        if isinstance(doc, dict) and not isinstance(doc.get("spec"), TuneSpec):
+            spec = dict(doc.get("spec") or {})
+            spec.setdefault("metric", task_metric(str(doc.get("task"))))
+            if not spec.get("full") and not set(spec) & {*SEARCH, "halving"}:
+                spec.update(SEARCH)
+            spec.pop("halving", None)
+            doc = {**doc, "spec": spec}
+        return doc
+
+    @model_validator(mode="after")
+    def _distinct(self):
+        if len(set(self.models)) != len(self.models):
+            raise ValueError(f"models = {self.models}: each architecture once")
+        return self
+
+    def default_out(self) -> Path:
+        """``runs/tune-<task>-<model>`` (``runs/tune-<task>`` for several models; ``-full`` without halving)."""
+        if len(self.models) == 1:
+            return Path("runs") / tune_name(self.task, self.models[0], self.spec.full)
+        return Path("runs") / (f"tune-{self.task}" + ("-full" if self.spec.full else ""))
+
+
+@dataclass
+class Candidate:
+    """One point of a search's grid and its run: its probe at each comparison it reached
+    (``scores``: step -> value), its probe KL at the last one (the tie-break), and its status:
+    ``running``, ``stopped at step N``, ``failed`` (with ``error``), ``finished`` or ``winner``
+    (with ``eval``, its evaluation's headline numbers)."""
+
+    point: dict[str, Any]
+    config: RunConfig
+    scores: dict[int, float | None] = field(default_factory=dict)
+    status: str = "running"
+    kl: float | None = None
+    error: str | None = None
+    eval: dict[str, float] | None = None
+    annealed: dict[int, float | None] = field(default_factory=dict)  #: the probe after the cooldown from each comparison
+    probe_score: dict[int, float | None] = field(default_factory=dict)  #: the primitive score the comparison read
+
+    @property
+    def run(self) -> str:
+        return self.config.run_name()
+
+    def to_json(self) -> dict[str, Any]:
+        """As ``tune-*.json`` records it."""
+        doc = {"point": self.point, "run": self.run, "scores": self.scores, "status": self.status}
+        if self.error is not None:
+            doc["error"] = self.error
+        doc["kl"] = self.kl
+        if self.eval is not None:
+            doc["eval"] = self.eval
+        if self.annealed:
+            doc["annealed"] = self.annealed
+        if self.probe_score:
+            doc["probe_score"] = self.probe_score
+        return doc
 
 
 @dataclass
@@ -80,13 +188,14 @@ class TuneResult:
     task: str
     model: str
     metric: str
-    rung_steps: list[int]
-    candidates: list[dict[str, Any]]
+    rung_steps: list[int]  #: the steps at which candidates were compared, then the end
+    candidates: list[dict[str, Any]]  #: each :class:`Candidate` as ``tune-*.json`` records it
     winner: dict[str, Any]
     seconds: float = 0.0
     cautions: list[str] = field(default_factory=list)
     files: dict[str, Path] = field(default_factory=dict)
     together: int = 1  # searches run together (tune_many): ``seconds`` is then the wall time of them all
+    unsettled: list[dict[str, Any]] = field(default_factory=list)  #: grid points stopped while the guard held
 
     @property
     def best(self) -> dict[str, Any]:
@@ -94,9 +203,12 @@ class TuneResult:
         return dict(self.winner["point"])
 
 
-def tune_name(task: str, model: str, full: bool = False) -> str:
-    """``tune-<task>-<model>`` (``-full`` for a search without halving, so both can share a folder)."""
-    return f"tune-{task}-{model.replace(':', '.')}" + ("-full" if full else "")
+def branch_config(config: RunConfig, step: int, cooldown: float) -> RunConfig:
+    """The cooldown branch of a candidate at comparison ``step``: its run, annealed from ``step`` over
+    ``cooldown`` x ``step`` steps (at least one)."""
+    doc = config.model_dump(mode="json")
+    doc["train"]["cooldown"] = {"at": step, "steps": max(1, round(cooldown * step))}
+    return RunConfig.build(doc, where="cooldown branch")
 
 
 def candidate_configs(base: RunConfig, grid: dict[str, list[Any]]) -> list[tuple[dict[str, Any], RunConfig]]:
@@ -108,144 +220,201 @@ def candidate_configs(base: RunConfig, grid: dict[str, list[Any]]) -> list[tuple
     return out
 
 
-def rung_steps(config: RunConfig, fractions: list[float]) -> list[int]:
-    """The steps of the rungs: each fraction of ``train.steps`` snapped to the probe's grid
-    (multiples of ``eval_every``, so that a run trained without pauses has its probe there too),
-    at least one probe interval in and before the end; repeats dropped."""
-    tc = config.train
-    every = tc.eval_every or max(1, tc.steps // 10)
-    steps = []
-    for f in fractions:
-        s = max(every, round(f * tc.steps / every) * every)
-        if s < tc.steps and s not in steps:
-            steps.append(s)
-    return steps
-
-
-def probe_at(run_dir: Path, step: int, metric: str) -> float | None:
-    """The probe's ``metric`` logged at ``step`` (None when the run has no probe there)."""
-    for row in reversed(RunDir(run_dir).metrics(step)):
-        if row.get("step") == step and f"probe_{metric}" in row:
-            return float(row[f"probe_{metric}"])
-    return None
-
-
-def train_to(config: dict[str, Any], run_dir: str, stop_at: int | None) -> None:
-    """Train (or resume) one candidate to ``stop_at`` (None: to the end, then evaluate)."""
+def train_to(config: dict[str, Any], run_dir: str, stop_at: int | None, decide: Decision | None = None) -> None:
+    """Train (or resume) one candidate to ``stop_at`` (None: to the end, then evaluate; ``decide``:
+    stopping early where the probe and the evaluation agree that the primitive is realised)."""
     from windtunnel.train.trainer import train
 
-    train(RunConfig.build(config, where="run"), Path(run_dir), progress=False, stop_at=stop_at)
-
-
-def _rank_key(metric: str, score: float | None, kl: float | None) -> tuple[float, float]:
-    """Sort key, best first: a missing or non-finite score (a diverged run) ranks last."""
-    def finite(v: float | None) -> float:
-        return v if v is not None and math.isfinite(v) else math.inf
-
-    primary = finite(score) if LOWER_IS_BETTER[metric] else -score if score is not None and math.isfinite(score) else math.inf
-    return primary, finite(kl)
+    train(RunConfig.build(config, where="run"), Path(run_dir), progress=False, stop_at=stop_at, decide=decide)
 
 
 class _Search:
-    """One search's state between its stages (rungs, then the end), so that several searches can
-    train each stage's candidates in one pool (:func:`tune_many`)."""
+    """One search's state between its stages (comparison points, then the end), so that several
+    searches can train each stage's candidates in one pool (:func:`tune_many`)."""
 
-    def __init__(self, base: RunConfig, out: Path, spec: TuneSpec, log: Callable[[str], None]):
+    def __init__(self, base: RunConfig, out: Path, spec: TuneSpec, log):
         self.base, self.out, self.spec, self.log = base, out, spec, log
-        self.rows = [{"point": p, "run": c.run_name(), "config": c, "scores": {}, "status": "running"}
-                     for p, c in candidate_configs(base, spec.grid)]
-        self.steps_at = [] if spec.full else rung_steps(base, spec.rungs)
+        self.candidates = [Candidate(p, c) for p, c in candidate_configs(base, spec.grid)]
+        self.steps_at = [] if spec.full else rung_steps(base, spec.compare_at)
         self.stages = [*self.steps_at, base.train.steps]
-        self.alive, self.i, self.t0 = list(range(len(self.rows))), 0, time.perf_counter()
+        self.alive, self.i, self.t0 = list(self.candidates), 0, time.perf_counter()
         self.error: str | None = None
+        self.unsettled: list[Candidate] = []
+        self.decide = Decision(spec.metric) if spec.decide_early else None
+        self._baseline: float | None = None
 
     @property
     def done(self) -> bool:
         return self.i == len(self.stages)
 
+    @property
+    def final(self) -> bool:
+        return self.i == len(self.stages) - 1
+
+    def baseline(self) -> float | None:
+        """The best baseline's probe value of the metric: the zero of the probe score."""
+        if self._baseline is None:
+            from windtunnel.evaluate.evaluator import probe_baselines, sample_eval
+            from windtunnel.tasks import make_task
+
+            tc = self.base.train
+            task = make_task(self.base.task, self.base.task_params)
+            self._baseline = probe_baselines(task, sample_eval(task, tc.eval_probe_size, tc.seed, "probe")).get(
+                METRICS[self.spec.metric].probe_key)
+        return self._baseline
+
+    def _job(self, config: RunConfig, run_dir: Path, stop_at: int | None, decide: Decision | None = None) -> Job:
+        tc = config.train
+        cost = tokens_to(config.task, config.task_params, tc.batch_size, stop_at or tc.steps)
+        return Job(run_dir.name, train_to, (config.model_dump(mode="json"), str(run_dir), stop_at, decide), cost=cost)
+
     def work(self) -> list[Job]:
         """The alive candidates' training to this stage's step (the last stage: to the end)."""
-        s, final = self.stages[self.i], self.i == len(self.stages) - 1
+        s = self.stages[self.i]
         self.log(f"tune {self.base.task} {self.base.model}: {len(self.alive)} candidate(s) to step {s}"
-                 + (" (the end)" if final else ""))
-        return [Job(self.rows[j]["run"], train_to, (self.rows[j]["config"].model_dump(mode="json"),
-                                                    str(self.out / self.rows[j]["run"]), None if final else s))
-                for j in self.alive]
+                 + (" (the end)" if self.final else ""))
+        return [self._job(c.config, self.out / c.run, None if self.final else s, self.decide if self.final else None)
+                for c in self.alive]
+
+    def cooldown(self, c: Candidate) -> tuple[RunConfig, Path, int]:
+        """The annealed branch of candidate ``c`` at this comparison: its config, folder and end step."""
+        config = branch_config(c.config, self.stages[self.i], self.spec.cooldown)
+        return config, self.out / config.run_name(), config.train.cooldown.at + config.train.cooldown.steps
+
+    def branches(self, failed: dict[str, str]) -> list[Job]:
+        """At a comparison of an annealing search: each candidate's cooldown branch from this step,
+        started from the candidate's paused state (or, where the candidate went past this step
+        without keeping it, trained from the start: the same run, step for step)."""
+        from windtunnel.train.checkpoint import CheckpointError
+        from windtunnel.train.rundir import branch_run
+
+        if self.final:
+            return []
+        s, jobs = self.stages[self.i], []
+        for c in self.alive:
+            if c.run in failed:
+                continue
+            try:
+                if self.spec.keep_points:  # the paused run's state at the comparison, to branch from later
+                    branch_run(self.out / c.run, s, c.config, self.point(c, s))
+                if self.spec.cooldown:
+                    config, where, end = self.cooldown(c)
+                    branch_run(self.out / c.run, s, config, where)
+            except CheckpointError:
+                self.log(f"  {c.run}: no resumable checkpoint at step {s}; its branch trains from the start")
+            if self.spec.cooldown:
+                config, where, end = self.cooldown(c)
+                jobs.append(self._job(config, where, end))
+        return jobs
+
+    def point(self, c: Candidate, step: int) -> Path:
+        """Where ``keep_points`` keeps candidate ``c``'s state at comparison ``step``."""
+        return self.out / "points" / f"{c.run}-at{step}"
 
     def advance(self, failed: dict[str, str]) -> None:
-        """Read the probes of this stage, keep the best ``ceil(n / eta)`` (one after the last rung)."""
-        rows, s, final, spec = self.rows, self.stages[self.i], self.i == len(self.stages) - 1, self.spec
-        for j in self.alive:
-            r = rows[j]
-            if r["run"] in failed:
-                r["status"], r["error"] = "failed", failed[r["run"]]
-            r["scores"][s] = probe_at(self.out / r["run"], s, spec.metric)
-            r["kl"] = probe_at(self.out / r["run"], s, "kl_bayes_model")
-        alive = [j for j in self.alive if rows[j]["status"] != "failed"]
+        """Read this stage's probes (annealed ones where the search anneals) and keep the survivors
+        (:func:`~windtunnel.sweep.tune_rules.survivors`); at the end, rank the finishers."""
+        s, spec = self.stages[self.i], self.spec
+        for c in self.alive:
+            if c.run in failed:
+                c.status, c.error = "failed", failed[c.run]
+            if self.final:  # the last probe: at the end, or where an early decision stopped the run
+                done = c.status != "failed"
+                c.scores[s] = last_probe(self.out / c.run, spec.metric) if done else probe_at(self.out / c.run, s, spec.metric)
+                c.kl = last_probe(self.out / c.run, "kl_bayes_model") if done else probe_at(self.out / c.run, s, "kl_bayes_model")
+                continue
+            c.scores[s] = probe_at(self.out / c.run, s, spec.metric)
+            c.kl = probe_at(self.out / c.run, s, "kl_bayes_model")
+            if spec.cooldown and c.status != "failed":
+                _, where, end = self.cooldown(c)
+                c.annealed[s] = probe_at(where, end, spec.metric)
+                c.kl = probe_at(where, end, "kl_bayes_model")
+        alive = [c for c in self.alive if c.status != "failed"]
         if not alive:
             self.error = (f"tune {self.base.task} {self.base.model}: every candidate failed ("
-                          + "; ".join(f"{r['point']}: {r.get('error')}" for r in rows) + ")")
+                          + "; ".join(f"{c.point}: {c.error}" for c in self.candidates) + ")")
             self.i = len(self.stages)
             return
-        alive.sort(key=lambda j: _rank_key(spec.metric, rows[j]["scores"][s], rows[j]["kl"]))
-        keep = len(alive) if final else 1 if self.i == len(self.steps_at) - 1 else math.ceil(len(alive) / spec.eta)
-        for j in alive[keep:]:
-            rows[j]["status"] = f"stopped at step {s}"
-        self.alive, self.i = alive[:keep], self.i + 1
+        value = (lambda c: c.annealed.get(s)) if spec.cooldown and not self.final else (lambda c: c.scores[s])
+        alive.sort(key=lambda c: rank_key(spec.metric, value(c), c.kl))
+        if self.final:
+            self.alive, self.i = alive, self.i + 1
+            return
+        if spec.guard is not None:
+            base = self.baseline()
+            for c in alive:
+                v = value(c)
+                c.probe_score[s] = None if v is None or base is None else primitive_score(spec.metric, v, base)
+        last = self.i == len(self.steps_at) - 1
+        keep = 1 if last else math.ceil(len(alive) / spec.eta)
+        kept, held = survivors([(c, value(c), c.probe_score.get(s)) for c in alive], keep, spec.guard, spec.keep_ties)
+        if last and held and not spec.settle:  # the leader goes on; the others could not be ruled out
+            self.unsettled += kept[1:]
+            kept = kept[:1]
+        for c in alive:
+            if c not in kept:
+                c.status = f"stopped at step {s}" + (" (unsettled)" if c in self.unsettled else "")
+        self.alive, self.i = kept, self.i + 1
 
     def result(self, together: int = 1) -> TuneResult:
         """The winner, its evaluation, the cautions; writes the search's table files."""
-        base, spec, rows = self.base, self.spec, self.rows
-        for j in self.alive:
-            rows[j]["status"] = "finished"
-        winner = rows[self.alive[0]]
-        winner["status"] = "winner"
-        ev = RunDir(self.out / winner["run"]).eval() or {}
-        main = ev.get("lengths", {}).get(str(ev.get("main_length")), {})
-        winner["eval"] = {k: main[k]["value"] for k in ("kl_bayes_model", "entropy_error_mean_abs", "accuracy") if k in main}
-        result = TuneResult(base.task, base.model, spec.metric, self.stages,
-                            [{k: v for k, v in r.items() if k != "config"} for r in rows],
-                            {k: v for k, v in winner.items() if k != "config"}, time.perf_counter() - self.t0,
-                            together=together)
-        result.cautions = [*cautions(spec, result.candidates, result.best, self.steps_at),
-                           *curriculum_cautions([r["config"] for r in rows], self.steps_at)]
-        result.files = write_tune(self.out, result, spec, base)
+        base, spec = self.base, self.spec
+        for c in self.alive:
+            c.status = "finished"
+        winner = self.alive[0]
+        winner.status = "winner"
+        winner.eval = Evaluation(RunDir(self.out / winner.run).eval() or {}).headline()
+        records = [c.to_json() for c in self.candidates]
+        result = TuneResult(base.task, base.model, spec.metric, self.stages, records, winner.to_json(),
+                            time.perf_counter() - self.t0, together=together,
+                            unsettled=[c.point for c in self.unsettled])
+        result.cautions = [*cautions(spec, self.candidates, result.best, self.steps_at),
+                           *curriculum_cautions([c.config for c in self.candidates], self.steps_at)]
+        if result.unsettled:
+            result.cautions.append(
+                f"every rate was still on the plateau at step {self.steps_at[-1]} (the leader's probe score below "
+                f"{spec.guard:g}), so the stopped rates {', '.join(str(p) for p in result.unsettled)} could still turn "
+                "the verdict: settle it by training them to the end (--settle, or windtunnel tune --full)")
+        doc = {"task": result.task, "model": result.model, "metric": result.metric, "spec": spec.to_json(),
+               "rung_steps": result.rung_steps, "base": base.model_dump(mode="json"), "best": result.best,
+               "winner": result.winner, "candidates": result.candidates, "seconds": result.seconds,
+               "together": result.together, "cautions": result.cautions}
+        if result.unsettled:
+            doc["unsettled"] = result.unsettled
+        result.files = write_tune(self.out, doc)
         self.log(f"tune {base.task} {base.model}: best {result.best} (probe {spec.metric} "
-                 f"{winner['scores'][base.train.steps]:.4g}) in {result.seconds:.0f} s"
+                 f"{winner.scores[base.train.steps]:.4g}) in {result.seconds:.0f} s"
                  + (f" (with {together - 1} other search(es) run together)" if together > 1 else ""))
         for c in result.cautions:
             self.log(f"  caution: {c}")
         return result
 
 
-def _work_cost(job: Job) -> int:
-    """Tokens a stage's job trains on at most (to its target step): the pool starts the longest
-    first, so that the last to finish are short."""
-    config, _, stop_at = job.args
-    tc = config["train"]
-    return tokens_to(config["task"], config["task_params"], tc["batch_size"], stop_at or tc["steps"])
-
-
-def tune_many(searches: list[tuple[RunConfig, Path | str, TuneSpec | None]], jobs: int = 1,
-              log: Callable[[str], None] = print, stop: StopFlag | None = None) -> list[TuneResult]:
+def tune_many(searches: list[tuple[RunConfig, Path | str, TuneSpec | None]], execution: Execution | None = None,
+              stop: StopFlag | None = None, **legacy: Any) -> list[TuneResult]:
     """Several searches ``(base, out, spec)`` at once: each stage's candidates of every search
-    train in one pool of ``jobs`` workers (longest first), so that no worker waits while one
+    train in one pool of ``execution.workers`` (longest first), so that no worker waits while one
     search's last candidate finishes; each search ranks and cuts its own candidates as
-    :func:`tune` does, with the same runs and the same result."""
+    :func:`tune` does, with the same runs and the same result. The candidates train on this
+    machine (the search reads their probes from its folders as it goes)."""
+    execution = legacy_execution("tune_many", execution, legacy, ("jobs", "log")).local()
+    execution = execution.resolved(1, [base.train.threads for base, _, _ in searches])
     stop = stop or StopFlag()
-    state = [_Search(base, Path(out), spec or TuneSpec(), log) for base, out, spec in searches]
+    state = [_Search(base, Path(out), spec or TuneSpec(), execution.log) for base, out, spec in searches]
     seen: dict[Path, str] = {}
     for x in state:  # one run folder in two searches would be trained by two processes at once
-        for r in x.rows:
-            where = (x.out / r["run"]).resolve()
+        for c in x.candidates:
+            where = (x.out / c.run).resolve()
             if where in seen:
-                raise ConfigError(f"tune: the candidate {r['run']} belongs to two searches run together "
+                raise ConfigError(f"tune: the candidate {c.run} belongs to two searches run together "
                                   f"({seen[where]} and {x.base.task} {x.base.model}); run them one after the other")
             seen[where] = f"{x.base.task} {x.base.model}"
     while not all(x.done for x in state):
         active = [x for x in state if not x.done]
-        work = sorted((job for x in active for job in x.work()), key=_work_cost, reverse=True)
-        failed = in_processes(work, jobs, log, stop) if jobs > 1 else _in_this_process(work, log, stop)
+        failed = failures(run_jobs([job for x in active for job in x.work()], execution, stop))
+        branches = [job for x in active for job in x.branches(failed)]
+        if branches:
+            failed.update(failures(run_jobs(branches, execution, stop)))
         for x in active:
             x.advance(failed)
     results = [x.result(len(state)) for x in state if x.error is None]
@@ -255,141 +424,39 @@ def tune_many(searches: list[tuple[RunConfig, Path | str, TuneSpec | None]], job
     return results
 
 
-def tune(base: RunConfig, out: Path | str, spec: TuneSpec | None = None, jobs: int = 1,
-         log: Callable[[str], None] = print, stop: StopFlag | None = None) -> TuneResult:
+def tune(base: RunConfig, out: Path | str, spec: TuneSpec | None = None, execution: Execution | None = None,
+         stop: StopFlag | None = None, **legacy: Any) -> TuneResult:
     """Successive halving of ``spec.grid`` around ``base`` (see the module doc); the runs live
     in ``out/<run name>``, the table in ``out/tune-<task>-<model>.*``. Finished and paused
     candidates are reused, so calling it again continues the search."""
-    return tune_many([(base, out, spec)], jobs, log, stop)[0]
+    execution = legacy_execution("tune", execution, legacy, ("jobs", "log"))
+    return tune_many([(base, out, spec)], execution, stop)[0]
 
 
-def cautions(spec: TuneSpec, candidates: list[dict[str, Any]], best: dict[str, Any], steps_at: list[int]) -> list[str]:
-    """What a reader of the search should check before trusting its winner:
-
-    - **edge**: on a numeric axis with three or more values, the winner took the smallest or the
-      largest, so the optimum may lie outside the grid (the next search should extend it that way);
-    - **plateau**: at the last comparison before the end, the candidates still compared there had
-      probes within ``PLATEAU_SPREAD`` (2%) of each other, so halving may have ranked noise (and
-      stopped a candidate that would have left the plateau later): ``--full`` is the check.
-    """
-    out = []
-    for key, values in spec.grid.items():
-        nums = sorted({v for v in values if isinstance(v, int | float) and not isinstance(v, bool)})
-        v = best.get(key)
-        if len(nums) >= 3 and v in (nums[0], nums[-1]):
-            side, step = ("upper", nums[-1] / nums[-2]) if v == nums[-1] else ("lower", nums[0] / nums[1])
-            more = ",".join(f"{x:.3g}" for x in sorted(v * step ** i for i in range(3)))
-            out.append(f"best {key} = {v:g} is the grid's {side} edge: the optimum may lie beyond it "
-                       f"(search on: --grid {key}={more})")
-    if steps_at:
-        s = steps_at[-1]
-        scores = [c["scores"].get(s) for c in candidates if c["scores"].get(s) is not None]
-        finite = [x for x in scores if math.isfinite(x)]
-        if len(finite) >= 2:
-            lo, hi = min(finite), max(finite)
-            spread = (hi - lo) / max(abs(lo), abs(hi), 1e-12)
-            if spread < PLATEAU_SPREAD:
-                out.append(f"the {len(finite)} candidates compared at step {s} were within {100 * spread:.1f}% "
-                           f"of each other ({spec.metric} {lo:.4g} to {hi:.4g}): a plateau, where the ranking "
-                           f"may be noise; train every candidate to the end (--full) before calling a result final")
-    return out
-
-
-def curriculum_cautions(configs: list[RunConfig], steps_at: list[int]) -> list[str]:
-    """A candidate with a curriculum compared at a rung before its curriculum reaches the full
-    task is scored on a task it has not trained on yet (the probes are at the full task)."""
-    out = []
-    for c in configs:
-        cur = c.train.curriculum
-        if cur is not None and steps_at and steps_at[0] < cur.until * c.train.steps:
-            out.append(f"a candidate with train.curriculum ({cur.param} from {cur.start}) was compared at step "
-                       f"{steps_at[0]}, before its curriculum reaches the full task (step "
-                       f"{math.ceil(cur.until * c.train.steps)}): use --full, or --rungs after {cur.until:g}")
-            break
-    return out
-
-
-def _in_this_process(work: list[Job], log, stop: StopFlag) -> dict[str, str]:
-    """Run the jobs one after another here; a run that fails (a non-finite loss) is reported."""
-    from windtunnel.train.trainer import TrainingError
-
-    failed = {}
-    for job in work:
-        stop.check()
-        try:
-            job.fn(*job.args)
-        except TrainingError as exc:
-            failed[job.name] = str(exc).splitlines()[0]
-            log(f"  {job.name}: {failed[job.name]}")
-    return failed
-
-
-def tune_rows(result: TuneResult) -> list[dict[str, Any]]:
-    """One flat row per candidate: the grid values, the probe at each rung it reached, its status."""
-    rows = []
-    for c in result.candidates:
-        row: dict[str, Any] = {"task": result.task, "model": result.model, **c["point"], "run": c["run"]}
-        for s in result.rung_steps:
-            row[f"probe_{result.metric}@{s}"] = c["scores"].get(s)
-        row["status"] = c["status"]
-        rows.append(row)
-    return rows
-
-
-def write_tune(out: Path, result: TuneResult, spec: TuneSpec, base: RunConfig) -> dict[str, Path]:
-    """``tune-<task>-<model>.json`` (the spec, the base config, every candidate), ``.csv`` and ``.md``."""
-    stem = out / tune_name(result.task, result.model, spec.full)
-    doc = {"task": result.task, "model": result.model, "metric": result.metric, "spec": spec.model_dump(mode="json"),
-           "rung_steps": result.rung_steps, "base": base.model_dump(mode="json"), "best": result.best,
-           "winner": result.winner, "candidates": result.candidates, "seconds": result.seconds,
-           "together": result.together,
-           "cautions": result.cautions}
-    paths = {k: stem.parent / f"{stem.name}.{ext}" for k, ext in (("json", "json"), ("csv", "csv"), ("markdown", "md"))}
-    atomic_write_text(paths["json"], json.dumps(jsonable(doc), indent=1, allow_nan=False))
-    rows = tune_rows(result)
-    write_csv(paths["csv"], rows)
-    atomic_write_text(paths["markdown"], tune_markdown(doc))
-    return paths
-
-
-def tune_markdown(doc: dict[str, Any]) -> str:
-    """The search table: a row per candidate, the probe at each rung, which one won."""
-    steps = doc["rung_steps"]
-    keys = list(doc["spec"]["grid"])
-    head = [*keys, *[f"probe {doc['metric']} @ {s}" for s in steps], "status"]
-    body = []
-    for c in doc["candidates"]:
-        scores = {int(k): v for k, v in c["scores"].items()}  # JSON keys are text
-        body.append([*(f"{c['point'][k]:g}" if isinstance(c["point"][k], float) else str(c["point"][k]) for k in keys),
-                     *("" if scores.get(s) is None else f"{scores[s]:.4f}" for s in steps), c["status"]])
-    w = doc["winner"]
-    lines = [f"### tune: {doc['model']} on {doc['task']}", "",
-             ("Every candidate trained to the end" if doc["spec"].get("full") else "Successive halving")
-             + f" over {', '.join(keys)}, scored by the held-out probe's {doc['metric']}; "
-             f"best: {', '.join(f'{k} = {v}' for k, v in doc['best'].items())}"
-             + (f" (its evaluation: KL {w['eval']['kl_bayes_model']:.4f} bits)" if "kl_bayes_model" in w.get("eval", {}) else "")
-             + f"; {doc['seconds']:.0f} s"
-             + (f" (the wall time of {doc['together']} searches run together)" if doc.get("together", 1) > 1 else "")
-             + ".", "", *table(head, body)]
-    lines += ["", *(f"- Caution: {c}" for c in doc.get("cautions", []))] if doc.get("cautions") else []
-    return "\n".join(lines) + "\n"
-
-
-def read_tunes(folder: Path) -> list[dict[str, Any]]:
-    """Every ``tune-*.json`` in ``folder``, oldest first."""
-    paths = sorted(Path(folder).glob("tune-*.json"), key=lambda p: p.stat().st_mtime)
-    return [json.loads(p.read_text()) for p in paths]
-
-
-def tune_many_in_folder(searches: list[tuple[RunConfig, TuneSpec | None]], out: Path | str, jobs: int = 1,
-                        log: Callable[[str], None] = print, reuse: list[Path] | tuple = ()) -> list[TuneResult]:
+def tune_in_folder(searches: list[tuple[RunConfig, TuneSpec | None]], out: Path | str,
+                   execution: Execution) -> list[TuneResult]:
     """:func:`tune_many` of the searches ``(base, spec)``, all in ``out``, locked against a second
-    writer (what ``windtunnel tune`` and the scorecard run). Every candidate's config is checked first; the candidates
-    that a ``reuse`` folder holds, finished or paused, are copied in (:func:`~windtunnel.sweep.run.reuse_runs`)."""
-    from windtunnel.sweep.run import check_reuse, reuse_runs
-
-    check_reuse(reuse, out)
-    candidates = [c for base, spec in searches for _, c in candidate_configs(base, (spec or TuneSpec()).grid)]
+    writer (what ``windtunnel tune`` and the scorecard run). The candidates that a folder of
+    ``execution.reuse`` holds, finished or paused, are copied in first
+    (:func:`~windtunnel.sweep.folders.reuse_runs`)."""
+    candidates = []
+    for base, spec in searches:  # every candidate and every cooldown branch its search could train
+        spec = spec or TuneSpec()
+        for _, c in candidate_configs(base, spec.grid):
+            steps = rung_steps(base, spec.compare_at) if spec.cooldown and not spec.full else []
+            candidates += [c, *(branch_config(c, s, spec.cooldown) for s in steps)]
     with folder_lock(Path(out), "sweep"), stop_on_signals() as stop:
-        reuse_runs(candidates, Path(out), reuse, log, stop)
-        return tune_many([(base, out, spec) for base, spec in searches], jobs, log, stop)
+        reuse_runs(candidates, Path(out), execution.reuse, execution.log, stop)
+        return tune_many([(base, out, spec) for base, spec in searches], execution, stop)
+
+
+def run_tune(request: TuneRequest, out: Path | str | None = None, execution: Execution | None = None) -> list[TuneResult]:
+    """``windtunnel tune``: a search per model of ``request`` (all in one pool of workers, the
+    scorecard's budget unless ``execution`` gives ``workers``), in ``out`` (default:
+    :meth:`TuneRequest.default_out`). Returns one :class:`TuneResult` per model."""
+    from windtunnel.config import parse_overrides
+
+    execution = (execution or Execution()).local()
+    bases = tune_configs(request.task, request.models, request.profile, parse_overrides(request.overrides))
+    out = Path(out) if out is not None else request.default_out()
+    return tune_in_folder([(b, request.spec) for b in bases], out, budget_execution(request.profile, execution, bases))

@@ -10,7 +10,6 @@ whatever device the generator lives on; oracles are computed in float64.
 from __future__ import annotations
 
 import math
-import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
@@ -18,6 +17,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
+from windtunnel.compat import task_preset
 from windtunnel.config import ConfigError, StrictConfig
 from windtunnel.registry import Registry
 
@@ -242,9 +242,7 @@ def make_task(name: str, params: dict[str, Any] | None = None, preset: str | Non
     """Build a registered task from parameters, optionally starting from a named preset
     (``TaskConfig.presets``). ``profile`` is the deprecated name of ``preset``."""
     cls = task_class(name)
-    if profile is not None:
-        warnings.warn("make_task(profile=...) is deprecated; use preset=...", DeprecationWarning, stacklevel=2)
-        preset = preset if preset is not None else profile
+    preset = task_preset(preset, profile)
     merged: dict[str, Any] = {}
     if preset is not None:
         if preset not in cls.Config.presets:

@@ -66,3 +66,39 @@ def format_sequence(task: Task, batch: Batch, i: int) -> str:
             truth = f"{batch.target[i, j].item():+.3f}"
         lines.append(f"    pos {pos:>4} k={k:<3} at {tokens[pos]:<10} H={h:6.3f} bits  truth={truth:<6} posterior {post}")
     return "\n".join(lines)
+
+
+def task_record(name: str) -> dict[str, Any]:
+    """What ``windtunnel tasks`` lists of one tunnel: its description, hypothesis space, presets,
+    baselines, default sequence shape and parameters (with defaults, ranges and help)."""
+    from windtunnel.compat import PRESETS_OLD_KEYS
+    from windtunnel.tasks import make_task, task_class
+
+    cls = task_class(name)
+    task = make_task(name)
+    spec = task.spec
+    record = {
+        "name": name,
+        "description": cls.description,
+        "hypothesis_space": str(task.hypothesis_space()),
+        "log10_hypotheses": task.hypothesis_space().log10_size,
+        "presets": cls.Config.presets,
+        **{old: cls.Config.presets for old in PRESETS_OLD_KEYS},
+        "baselines": ["bayes", *cls.baseline_names],
+        "seq_len": spec.seq_len,
+        "scored_positions": spec.n_scored,
+        "answer_space": spec.answer_size if spec.output_kind == "categorical" else "real (Gaussian)",
+        "parameters": cls.Config.describe_fields(),
+    }
+    return record
+
+
+def task_lines(r: dict[str, Any]) -> list[str]:
+    """A :func:`task_record` as ``windtunnel tasks`` prints it."""
+    lines = [f"{r['name']}: {r['description']}", f"  hypothesis space: {r['hypothesis_space']}",
+             f"  default sequence: {r['seq_len']} positions, {r['scored_positions']} scored, answer space {r['answer_space']}",
+             f"  baselines: {', '.join(r['baselines'])}"]
+    if r["presets"]:
+        lines.append(f"  presets: {', '.join(r['presets'])}")
+    lines += [f"    --{f['name']:<18} default {f['default']!s:<14} {f['allowed']:<24} {f['help']}" for f in r["parameters"]]
+    return [*lines, ""]

@@ -11,16 +11,16 @@ content hash names the run directory.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import math
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
-from windtunnel.config import ConfigError, Overrides, StrictConfig, as_overrides, forced_overrides
+from windtunnel.compat import run_hash_doc
+from windtunnel.config import ConfigError, Overrides, StrictConfig, as_overrides, forced_overrides, short_hash
 from windtunnel.registry import is_import_path
 
 
@@ -44,6 +44,14 @@ class Curriculum(StrictConfig):
         return min(end, self.start + math.floor((end - self.start + 1) * step / span))
 
 
+class Cooldown(StrictConfig):
+    """Anneal a run from step ``at`` on: the scheduled learning rate at ``at`` decays linearly to 0
+    over ``steps`` steps (the branch a search compares a candidate by: :mod:`windtunnel.sweep.tune`)."""
+
+    at: int = Field(ge=0, description="the step the branch leaves its run at")
+    steps: int = Field(ge=1, description="steps over which the learning rate decays to 0")
+
+
 class TrainConfig(StrictConfig):
     steps: int = Field(2000, ge=0, le=10_000_000, description="optimizer steps")
     batch_size: int = Field(64, ge=1, le=65536, description="sequences per step (fresh from the sampler)")
@@ -65,6 +73,15 @@ class TrainConfig(StrictConfig):
     checkpoints: int = Field(12, ge=0, le=1000, description="log-spaced weight checkpoints (plus step 0 and the end)")
     resume_every_s: float = Field(60.0, gt=0, description="seconds between resumable checkpoints")
     curriculum: Curriculum | None = Field(None, description="grow a task parameter over training (see Curriculum)")
+    cooldown: Cooldown | None = Field(None, description="anneal to 0 from a step on (a search's comparison branch)")
+
+    @model_serializer(mode="wrap")
+    def _without_unset_cooldown(self, handler):
+        # added after run folders were written: unset, a config dumps (and is saved) as before it existed
+        doc = handler(self)
+        if isinstance(doc, dict) and doc.get("cooldown", "set") is None:
+            del doc["cooldown"]
+        return doc
 
     @model_validator(mode="after")
     def _check(self):
@@ -90,11 +107,8 @@ class RunConfig(StrictConfig):
     profile: str | None = Field(None, description="the profile this run started from (recorded, not used)")
 
     def content_hash(self) -> str:
-        doc = self.model_dump(mode="json")
-        if doc["train"]["curriculum"] is None:  # added later: unset, it leaves the earlier runs' folder names as they were
-            del doc["train"]["curriculum"]
-        blob = json.dumps(doc, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+        """The hash of the resolved config that names the run's folder (:func:`~windtunnel.config.short_hash`)."""
+        return short_hash(run_hash_doc(self.model_dump(mode="json")))
 
     def run_name(self) -> str:
         return f"{self.task.replace(':', '.')}-{self.model.replace(':', '.')}-{self.content_hash()}"  # a user's module:Class

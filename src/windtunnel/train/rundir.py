@@ -24,12 +24,12 @@ from windtunnel.config import ConfigError
 from windtunnel.files import atomic_write_text
 from windtunnel.tasks import Task
 from windtunnel.train.build import build
-from windtunnel.train.checkpoint import CheckpointError, list_checkpoints, load_weights, read_state
+from windtunnel.train.checkpoint import CheckpointError, checkpoint_dir, list_checkpoints, load_weights, read_state
 from windtunnel.train.config import RunConfig, read_run_config
 
-CONFIG = "config.json"
-METRICS = "metrics.jsonl"
-EVAL = "eval.json"
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+EVAL_FILE = "eval.json"
 
 
 class RunDir:
@@ -44,15 +44,15 @@ class RunDir:
 
     @property
     def config_path(self) -> Path:
-        return self.path / CONFIG
+        return self.path / CONFIG_FILE
 
     @property
     def metrics_path(self) -> Path:
-        return self.path / METRICS
+        return self.path / METRICS_FILE
 
     @property
     def eval_path(self) -> Path:
-        return self.path / EVAL
+        return self.path / EVAL_FILE
 
     @classmethod
     def open(cls, path: Path | str, not_a_run: type[Exception] = ConfigError) -> RunDir:
@@ -131,3 +131,30 @@ class RunDir:
     def write_eval(self, result: dict[str, Any]) -> Path:
         atomic_write_text(self.eval_path, json.dumps(result, indent=1))
         return self.eval_path
+
+
+def branch_run(src: Path | str, step: int, config: RunConfig, dst: Path | str) -> RunDir:
+    """A new run in ``dst`` (with ``config``, a variant of the run in ``src``: e.g. a cooldown from
+    ``step``) that starts from ``src``'s resumable checkpoint at ``step``: the checkpoint (weights,
+    optimizer, random states) and the metrics log up to it are copied, so training ``dst`` goes on
+    from there. A ``dst`` that holds this run already is left as it is."""
+    import shutil
+
+    out = RunDir(dst)
+    if out.is_run():
+        out.write_config(config)  # the same config, or a ConfigError
+        return out
+    ckpt = checkpoint_dir(Path(src), step)
+    if not (ckpt / "optim.safetensors").is_file():
+        raise CheckpointError(f"{src} has no resumable checkpoint at step {step} to branch from")
+    tmp = Path(dst).parent / f".{Path(dst).name}.branching"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        shutil.copytree(ckpt, tmp / "checkpoints" / ckpt.name)
+        rows = RunDir(src).metrics(step)
+        atomic_write_text(tmp / METRICS_FILE, "".join(json.dumps(r) + "\n" for r in rows))
+        atomic_write_text(tmp / CONFIG_FILE, json.dumps(config.model_dump(mode="json"), indent=2))
+        tmp.rename(dst)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return RunDir(dst)

@@ -38,6 +38,7 @@ import time
 import warnings
 from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -53,10 +54,31 @@ TRACKERS: dict[str, tuple[str, str]] = {
 STATE = "tracking.json"
 
 
-def parse_trackers(names: str | Iterable[str] | None) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class Trackers:
+    """The experiment trackers runs log to, checked once (:meth:`parse`), and the group their runs
+    share (the sweep folder, for a sweep's runs). False when it names none."""
+
+    names: tuple[str, ...] = ()
+    group: str | None = None
+
+    @classmethod
+    def parse(cls, names: Trackers | str | Iterable[str] | None, group: Path | str | None = None) -> Trackers:
+        """``names`` checked by :func:`parse_trackers` (a :class:`Trackers` is taken as it is)."""
+        found = names if isinstance(names, Trackers) else cls(parse_trackers(names))
+        return found if group is None else cls(found.names, str(group))
+
+    def __bool__(self) -> bool:
+        return bool(self.names)
+
+
+def parse_trackers(names: Trackers | str | Iterable[str] | None) -> tuple[str, ...]:
     """``"tensorboard,mlflow"`` or ``["tensorboard", "mlflow,wandb"]`` (``--log`` repeated or
     comma-separated) -> the names, once each, in order. An unknown name or a tracker whose extra
-    is not installed is a :class:`ConfigError` (with the install command); nothing is written."""
+    is not installed is a :class:`ConfigError` (with the install command); nothing is written.
+    :class:`Trackers` were checked when they were made: their names are returned as they are."""
+    if isinstance(names, Trackers):
+        return names.names
     if names is None:
         return ()
     items = [names] if isinstance(names, str) else list(names)
@@ -296,11 +318,11 @@ class Tracking:
     """The trackers of one run, each call guarded: a tracker that raises is warned about once and
     switched off; the run goes on. ``Tracking([], ...)`` does nothing and writes nothing."""
 
-    def __init__(self, names: Iterable[str], run_dir: Path | str, group: Path | str | None = None,
-                 adapters: Mapping[str, Any] | None = None):
+    def __init__(self, trackers: Trackers | Iterable[str], run_dir: Path | str, adapters: Mapping[str, Any] | None = None):
+        trackers = Trackers.parse(trackers)
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / STATE
-        self.names = parse_trackers(list(names))
+        self.names, group = trackers.names, trackers.group
         self.state: dict[str, dict[str, Any]] = {}
         self.active: list[Any] = []
         if not self.names:

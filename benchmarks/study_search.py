@@ -1,0 +1,150 @@
+"""Does a search agree with training every candidate to the end? The sixteen recorded reversals.
+
+Earlier searches by successive halving (five learning rates, compared at 10% and 30% of a cosine
+schedule) picked another rate than training all five to the end did in sixteen (tunnel,
+architecture) cases: HMM 3, Kalman 5, bijection 1, regression 7. This study runs, for each case,
+the annealed search with the plateau guard (keeping every candidate's state at each comparison,
+so that other cooldowns can be branched later), and judges it by what it picks:
+
+    python benchmarks/study_search.py run [--jobs 2] [--root runs/search-study]   # hours of two cores
+    python benchmarks/study_search.py analyse [--root ...]
+
+The ground truth is the record of every rate trained to the end (``results/search-study/recorded.json``,
+from the earlier rounds' full searches; the runs here reproduce them, checked on each pick's
+final probe). A search agrees when it picks the full search's winner, or a rate whose final
+probe KL is within 2% of the winner's. ``analyse`` judges the live search (its pick), its
+``settle`` mode (the leader and the rates the guard kept, each to the end: the best of them,
+read from the record) and the halving of before, and writes ``results/search-study/study.json``
+(every case, the picks, the costs in run lengths, the provenance) for the docs' generated page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from windtunnel.sweep import Execution
+from windtunnel.sweep.tune import TuneRequest, run_tune
+
+#: the sixteen reversals (docs of the earlier rounds: HMM 3, Kalman 5, bijection 1, regression 7)
+CASES = {
+    "hmm": ["mlp", "gru", "hybrid"],
+    "kalman": ["mamba", "gru", "mlp", "deltanet", "hybrid"],
+    "bijection": ["mamba"],
+    "regression": ["mamba", "lstm", "mlp", "linear_attention", "deltanet", "swa_transformer", "hybrid"],
+}
+#: the search run live: annealed comparisons (cooldown 0.2 of the step), plateau guard 0.5, ties kept
+LIVE = {"cooldown": 0.2, "guard": 0.5, "keep_ties": True, "keep_points": True}
+
+
+def run(root: Path, jobs: int) -> None:
+    """The live search of every case (its winner trained to the end), tunnel by tunnel."""
+    how = Execution(workers=jobs, progress=False)
+    for task, models in CASES.items():
+        run_tune(TuneRequest.build({"task": task, "models": models, "spec": LIVE}), root / task, how)
+
+
+def _lr(v: float) -> str:
+    return f"{v:g}"
+
+
+def case_result(root: Path, case: dict) -> dict:
+    """One reversal judged: the recorded halving pick and full winner beside the live search's
+    pick, its final probe (a check that the runs reproduce the recorded ones) and its cost."""
+    from windtunnel.sweep.tune_files import tune_name
+    from windtunnel.train.rundir import RunDir
+
+    folder = root / case["task"]
+    doc = json.loads((folder / f"{tune_name(case['task'], case['model'])}.json").read_text())
+    steps = doc["base"]["train"]["steps"]
+    finals = {float(k): v for k, v in case["final_probe_kl"].items()}
+    best_rate = min(finals, key=finals.get)
+    pick = doc["best"]["train.lr"]
+    measured = doc["winner"]["scores"][str(steps)] if doc["metric"] == "kl_bayes_model" else doc["winner"]["kl"]
+    pick_final = finals.get(pick, measured)
+
+    def agrees(rate: float | None, final: float | None) -> bool | None:
+        if rate is None or final is None:
+            return None
+        return rate == best_rate or final <= finals[best_rate] * 1.02
+
+    last = doc["rung_steps"][-2] if len(doc["rung_steps"]) > 1 else None
+    kept_last = [c for c in doc["candidates"] if str(last) in c["scores"] and not c["status"].startswith("stopped at step "
+                                                                                                  + str(doc["rung_steps"][0]))]
+    unsettled = doc.get("unsettled", [])
+    settle = [c["point"]["train.lr"] for c in doc["candidates"] if c["status"] == "winner" or c["point"] in unsettled]
+    settle_known = {r: finals.get(r, measured if r == pick else None) for r in settle}
+    settle_pick = min(settle_known, key=lambda r: settle_known[r]) if None not in settle_known.values() else None
+    trained = 0
+    for d in folder.iterdir():
+        cfg_path = d / "config.json"
+        if not cfg_path.is_file() or d.parent.name == "points":
+            continue
+        cfg = json.loads(cfg_path.read_text())
+        cool = cfg["train"].get("cooldown")
+        if cfg["model"] != doc["base"]["model"] or (cool and cool["at"] not in doc["rung_steps"]):
+            continue
+        rows = RunDir(d).metrics()
+        first = cfg["train"]["cooldown"]["at"] if cfg["train"].get("cooldown") else 0
+        trained += (rows[-1]["step"] - first) if rows else 0
+    return {
+        "task": case["task"], "model": case["model"], "halving_pick": case["halving_pick"], "full_winner": best_rate,
+        "final_probe_kl": case["final_probe_kl"], "pick": pick, "pick_final_probe_kl": pick_final,
+        "pick_final_measured": measured, "reproduces": pick not in finals or abs(finals[pick] - measured) < 5e-5,
+        "agrees": agrees(pick, pick_final), "halving_agrees": agrees(case["halving_pick"], finals.get(case["halving_pick"])),
+        "guard_held_at_last": bool(unsettled), "unsettled": unsettled, "settle_pick": settle_pick,
+        "settle_agrees": agrees(settle_pick, settle_known.get(settle_pick)) if settle_pick is not None else None,
+        "kept_at_last": len(kept_last), "cost_runs": round(trained / steps, 3), "seconds": doc["seconds"],
+    }
+
+
+def analyse(root: Path, out: Path) -> dict:
+    import datetime
+    import platform
+    import subprocess
+
+    recorded = json.loads((Path(__file__).resolve().parents[1] / "results" / "search-study" / "recorded.json").read_text())
+    cases = [case_result(root, c) for c in recorded["cases"]]
+    doc = {
+        "what": "The live search (annealed comparisons, cooldown 0.2 of the comparison step; plateau guard 0.5; ties "
+                "kept; compared at 10% and 30%) on the sixteen recorded reversals of the plain halving, judged against "
+                "every rate trained to the end (recorded.json).",
+        "search": LIVE, "criterion": "agree: the full winner, or a rate whose final probe KL is within 2% of its",
+        "cases": cases,
+        "agree": sum(bool(c["agrees"]) for c in cases), "halving_agree": sum(bool(c["halving_agrees"]) for c in cases),
+        "settle_agree": sum(bool(c["settle_agrees"]) for c in cases if c["settle_agrees"] is not None),
+        "mean_cost_runs": round(sum(c["cost_runs"] for c in cases) / len(cases), 3),
+        "provenance": {
+            "command": (f"python benchmarks/study_search.py run --root {root} && "
+                        f"python benchmarks/study_search.py analyse --root {root}"),
+            "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+            "date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {platform.processor()}",
+            "concurrent": ("two other engineers' jobs (a key-frame study, an LLM comparison) and test suites on the "
+                           "same 2 cores (wall times are upper bounds; the numbers do not depend on them)"),
+        },
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "study.json").write_text(json.dumps(doc, indent=1) + "\n")
+    return doc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("phase", choices=["run", "analyse"])
+    ap.add_argument("--root", type=Path, default=Path("runs/search-study"))
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    if args.phase == "run":
+        run(args.root, args.jobs)
+        return
+    doc = analyse(args.root, Path(__file__).resolve().parents[1] / "results" / "search-study")
+    for c in doc["cases"]:
+        print(f"{c['task']:<10} {c['model']:<16} halving {_lr(c['halving_pick']):<8} full {_lr(c['full_winner']):<8} "
+              f"pick {_lr(c['pick']):<8} agrees {c['agrees']!s:<5} settle {c['settle_agrees']!s:<5} cost {c['cost_runs']}")
+    print(f"agree {doc['agree']}/16 (halving {doc['halving_agree']}/16, settle {doc['settle_agree']}); "
+          f"mean cost {doc['mean_cost_runs']} runs")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Compatibility with what earlier versions wrote and accepted, in one place.
+
+Each shim keeps an older spelling working (a renamed keyword or option, an old key in a file
+that readers may still look for) or keeps the folder names of existing runs unchanged (a field
+added to a config after folders were named by its content hash). A shim warns where it is used
+(``DeprecationWarning`` in Python; the command line prints a note) and is listed in
+``CHANGELOG.md``. Nothing outside this module spells out an old name.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+
+def deprecated(old: str, new: str, stacklevel: int = 3) -> None:
+    """Warn that ``old`` is deprecated in favour of ``new``."""
+    warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=stacklevel)
+
+
+# ---------------------------------------------------------------------------------------
+# Content hashes: fields added after folders were named leave the old names as they were
+# ---------------------------------------------------------------------------------------
+def run_hash_doc(doc: dict[str, Any]) -> dict[str, Any]:
+    """A run config's JSON as it is hashed: ``train.curriculum`` and ``train.cooldown`` (added
+    later) are left out while unset, so the runs named before they existed keep their folder names."""
+    doc = copy.deepcopy(doc)
+    for later in ("curriculum", "cooldown"):
+        if doc["train"].get(later, "unset") is None:
+            del doc["train"][later]
+    return doc
+
+
+def sweep_hash_doc(doc: dict[str, Any]) -> dict[str, Any]:
+    """A sweep config's JSON as it is hashed: an empty ``model_overrides`` and an unset
+    ``decide_early`` (added later) are left out, so sweeps written before they existed keep their folders."""
+    doc = copy.deepcopy(doc)
+    for exp in doc["experiments"]:
+        if not exp.get("model_overrides", True):
+            del exp["model_overrides"]
+    if doc.get("decide_early") is False:  # added later too
+        del doc["decide_early"]
+    return doc
+
+
+# ---------------------------------------------------------------------------------------
+# Old names still read or written
+# ---------------------------------------------------------------------------------------
+#: ``windtunnel tasks --json``: each record also carries its ``presets`` under their old key(s)
+PRESETS_OLD_KEYS = ("profiles",)
+
+
+def task_preset(preset: str | None, profile: str | None) -> str | None:
+    """``make_task(..., profile=)``: the old name of ``preset=``."""
+    if profile is not None:
+        deprecated("make_task(profile=...)", "preset=...", stacklevel=4)
+        return preset if preset is not None else profile
+    return preset
+
+
+def mix_takes_capture(mix: Callable[..., Any]) -> bool:
+    """Whether a model's ``mix`` has the old signature ``mix(x, cache)``: it is then called with the
+    capture in progress, so that its ``cache.put(name, value)`` calls keep recording (taps are the
+    one capture mechanism now: docs/models.md)."""
+    params = [p for p in inspect.signature(mix).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"]
+    return len(params) >= 2

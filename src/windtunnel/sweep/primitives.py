@@ -1,0 +1,54 @@
+"""What the scorecard and the searches share: the inference primitives and the tunnels that score
+them, the reference architecture, and the budget of each profile's scorecard (the shipped sweep
+it takes its overrides and workers from), with the run configs a search starts from."""
+
+from __future__ import annotations
+
+from windtunnel.config import Overrides, as_overrides
+from windtunnel.sweep.config import load_sweep
+from windtunnel.sweep.execution import Execution
+from windtunnel.sweep.expand import matched_configs
+from windtunnel.train.config import RunConfig
+
+#: primitive -> (task, metric scored at the training length), in the scorecard's order
+PRIMITIVES: dict[str, tuple[str, str]] = {
+    "accumulation": ("bijection", "kl_bayes_model"),
+    "transport": ("hmm", "kl_bayes_model"),
+    "binding": ("recall", "accuracy"),
+    "continuous": ("regression", "kl_bayes_model"),
+    "sula": ("sula", "kl_bayes_model"),
+    "continuous_transport": ("kalman", "kl_bayes_model"),
+    "counting": ("dirichlet", "kl_bayes_model"),
+    "revision": ("changepoint", "kl_bayes_model"),
+}
+#: every model of a scorecard is matched to this architecture's parameter count
+REFERENCE = "transformer"
+#: the shipped sweep whose budget (its overrides, e.g. one thread per run, and jobs) each profile's scorecard takes
+BUDGET = {"quick": "paper1-quick", "paper": "paper1"}
+
+
+def task_metric(task: str) -> str:
+    """The metric a task's primitive is scored by (KL for a task outside the scorecard)."""
+    return next((metric for t, metric in PRIMITIVES.values() if t == task), "kl_bayes_model")
+
+
+def budget_overrides(profile: str, overrides: Overrides | None = None) -> list:
+    """The overrides of the sweep whose budget a profile's scorecard takes (one thread per run for
+    ``quick``), then ``overrides``."""
+    budget = load_sweep(BUDGET[profile]) if profile in BUDGET else None
+    return [*(budget.override_pairs if budget else []), *as_overrides(overrides)]
+
+
+def budget_execution(profile: str, execution: Execution, configs: list[RunConfig]) -> Execution:
+    """``execution`` with its workers resolved: its own, else the budget sweep's (``auto`` for
+    ``quick``: the cores divided by the runs' threads)."""
+    default = load_sweep(BUDGET[profile]).jobs if profile in BUDGET else 1
+    return execution.resolved(default, [c.train.threads for c in configs])
+
+
+def tune_configs(task: str, models: list[str], profile: str = "quick", overrides: Overrides | None = None) -> list[RunConfig]:
+    """The run configs a search starts from: each model on ``task`` at the profile's own rung with
+    the scorecard's budget, capacity-matched to the reference (so the winner's run is the scorecard's)."""
+    both = [REFERENCE, *[m for m in models if m != REFERENCE]]
+    configs = matched_configs(task, both, profile, budget_overrides(profile, overrides), REFERENCE)
+    return [c for c in configs if c.model in models]
