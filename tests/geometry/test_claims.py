@@ -65,6 +65,12 @@ def test_key_frame(mean, p, verdict):
     assert got == verdict and f"mean |cos| {mean:.3f} (random 0.160" in measured and "docs/results/keyframe.md" in measured
 
 
+@pytest.mark.parametrize("mean,centred,shared", [(0.98, 0.19, True), (0.98, 0.60, False), (0.20, 0.16, False)])
+def test_key_frame_names_a_shared_direction(mean, centred, shared):
+    measured, _ = claims.key_frame(keys(mean, p=1.0, centred=centred))  # random 0.16 for both variants
+    assert ("a direction all the keys share" in measured) == shared and f"centred {centred:.3f}, random 0.160" in measured
+
+
 def heads(top_ratio, runner_ratio):
     return {"frame_head": {"name": "L0H2", "ratio_to_second": runner_ratio, "n_heads_at_least_half": 1},
             "heads": [{"name": "L0H1", "ratio": 1.1}, {"name": "L0H2", "ratio": top_ratio}]}
