@@ -74,6 +74,12 @@ def error(d: dict) -> float:
     return d["entropy_error"]["value"]
 
 
+def learned(d: dict) -> bool:
+    """Whether the run left its plateau: the probe's entropy error at the end below its step-0 value."""
+    errors = d["dynamics"]["entropy_error"]
+    return errors[-1] < errors[0]
+
+
 # ---------------------------------------------------------------------------------------
 # Formatting
 # ---------------------------------------------------------------------------------------
@@ -263,6 +269,9 @@ def findings(groups, docs) -> list[str]:
         below = [d["job"] for d in docs if d["key_frame"][f"tokens_{name}"]["p_below_random_layer0"] < 0.05]
         lines.append(f"- Runs whose layer-0 {name} statistic is below its random value with Monte Carlo p < 0.05 "
                      f"(the paper's direction): {len(below)} of {len(docs)}" + (f" ({', '.join(below)})." if below else "."))
+    flat = [d["job"] for d in docs if not learned(d)]
+    lines.append(f"- Runs that never left the plateau (entropy error at the end not below its step-0 value; their keys "
+                 f"say nothing about the frame): {len(flat)} of {len(docs)}" + (f" ({', '.join(flat)})." if flat else "."))
     frame = [d["job"] for d in docs if frame_verdict(d).startswith("**")]
     lines.append(f"- Runs with a single frame head by the rule below: {len(frame)} of {len(docs)}"
                  + (f" ({', '.join(frame)})." if frame else "."))
