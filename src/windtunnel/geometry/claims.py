@@ -23,7 +23,9 @@ there against its null but smaller than the paper's) or ``does not hold``. The r
   docs/results/keyframe.md; its conclusion in docs/geometry.md ("Why our layer-0 keys are
   collinear"). In short: not the model (the authors' TinyGPT trained here is as collinear as
   our transformer) but the sep-vocab task: every key embedding grows the same direction (raw
-  0.98-0.99, centred 0.17-0.22 against 0.16 random).
+  0.98-0.99, centred 0.17-0.24 against 0.16 random); nor a budget within reach (3x the quick
+  steps: raw 0.994, centred 0.237, both further from orthogonal; the paper's budget on a GPU is
+  prepared, scripts/gpu/keyframe_paper_budget.py, not run).
 * **Frame head (bijection)** (transformer, ``ablation``): the most damaging head does at least 2x
   the runner-up's damage and its removal at least doubles the entropy error -> holds; 2x the
   runner-up with a smaller error increase -> partly.
