@@ -1,12 +1,12 @@
 """`windtunnel report`: one self-contained page for a sweep or a run, checked in headless Chromium."""
 
 import base64
-import os
 import re
 import shutil
 
 import pytest
 import torch
+from headless import broken_images, rendered
 from typer.testing import CliRunner
 
 from windtunnel.cli import app
@@ -114,50 +114,6 @@ def test_report_of_an_unfinished_run_and_a_wrong_folder(tmp_path, sweep_dir):
     shutil.copy(out / diag / "config.json", run / "config.json")
     res = runner.invoke(app, ["report", str(run)])
     assert res.exit_code == 0 and "no evaluation yet" in (run / "report.md").read_text()
-
-
-def _browser():
-    chromium = os.environ.get("WINDTUNNEL_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = os.environ.get("WINDTUNNEL_CHROMEDRIVER") or shutil.which("chromedriver")
-    if not (chromium and driver):
-        if os.environ.get("WINDTUNNEL_REQUIRE_BROWSER"):
-            pytest.fail("headless Chromium and chromedriver are required here (apt-get install chromium chromium-driver)")
-        pytest.skip("no chromium/chromedriver on this machine")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    return chromium, driver, webdriver
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    chromium, driver_path, webdriver = _browser()
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", f"--user-data-dir={tmp_path_factory.mktemp('profile')}"):
-        opts.add_argument(flag)
-    b = webdriver.Chrome(service=Service(driver_path), options=opts)
-    yield b
-    b.quit()
-
-
-def rendered(browser, page):
-    """What the browser made of a page opened from disk: title, tables, rows, images, h2 headings."""
-    browser.get(page.as_uri())
-    js = browser.execute_script
-    return {
-        "title": browser.title,
-        "tables": js("return document.querySelectorAll('table').length"),
-        "rows": js("return document.querySelectorAll('table tr').length"),
-        "images": js("return Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.naturalHeight, i.alt])"),
-        "headings": js("return Array.from(document.querySelectorAll('h2')).map(h => h.textContent)"),
-    }
-
-
-def broken_images(images):
-    return [alt for ok, w, h, alt in images if not (ok and w > 100 and h > 100)]
 
 
 def test_report_renders_in_headless_chromium(sweep_dir, browser):

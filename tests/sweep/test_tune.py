@@ -196,7 +196,9 @@ def test_the_tune_command_searches_several_models_together(tmp_path):
     # again, from another folder that has them all: nothing trains, the same winners
     res = CliRunner().invoke(app, [*tiny_tune_args("mlp,lstm", tmp_path / "u"), "--reuse", str(out)])
     assert res.exit_code == 0, res.output
-    assert "reused 4 run(s)" in res.output
+    # the four candidates and the cooldown branch of each at the comparison: every run of the first folder
+    trained = [d for d in out.iterdir() if (d / "config.json").is_file()]
+    assert len(trained) == 8 and f"reused {len(trained)} run(s)" in res.output
     for m in ("mlp", "lstm"):
         assert (json.loads((tmp_path / "u" / f"tune-bijection-{m}.json").read_text())["best"]
                 == json.loads((out / f"tune-bijection-{m}.json").read_text())["best"])

@@ -186,8 +186,9 @@ def scorecard(
     halving: bool = typer.Option(False, "--halving", help="search by the plain successive halving of earlier versions"),
     early_stop: bool = typer.Option(True, "--early-stop/--no-early-stop", help="stop a run once its probe and its full "
                                     "evaluation agree that the primitive is realised"),
-    reference: str = typer.Option("shipped", "--reference", help="the transformer beside the model: shipped (the "
-                                  "package's results), train, none, or a folder holding its runs"),
+    reference: str = typer.Option("auto", "--reference", help="the transformer beside the model: auto (shipped where "
+                                  "the profile ships it, else train), shipped (the package's results), train, none, "
+                                  "or a folder holding its runs"),
     quiet: Quiet = False,
     trackers: Log = (),
     reuse: Reuse = (),
@@ -212,6 +213,9 @@ def scorecard(
                                               full_ladder=full_ladder, tune=tune, full=full, settle=settle, halving=halving,
                                               early_stop=early_stop, reference=reference, overrides=list(overrides)),
                                          where="scorecard")
+        if request.reference == "auto" and request.reference_source == "train" and request.model != "transformer":
+            typer.echo(f"note: no reference ships for profile '{profile}': the transformer is trained beside {model} "
+                       "(as --reference train)")
         result = run_scorecard(request, out, how)
         paths = write_report(result.out)
         typer.echo("")

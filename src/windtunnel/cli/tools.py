@@ -9,7 +9,21 @@ from pathlib import Path
 
 import typer
 
-from windtunnel.cli.common import EXTRA, SET_HELP, JsonOut, _run_errors, app, echo_lines, fail, parse_params, task_params
+from windtunnel.cli.common import (
+    EXTRA,
+    SET_HELP,
+    Address,
+    Backend,
+    JsonOut,
+    Quiet,
+    _run_errors,
+    app,
+    echo_lines,
+    execution,
+    fail,
+    parse_params,
+    task_params,
+)
 from windtunnel.config import ConfigError
 
 
@@ -130,26 +144,53 @@ def export(
 
 @app.command(context_settings=EXTRA)
 def llm(
-    ctx: typer.Context,
-    model: str = typer.Argument(..., help="Hugging Face hub id, local folder or local .gguf file"),
+    models: list[str] | None = typer.Argument(
+        None, help="Hugging Face hub ids, local folders or local .gguf files (several: a comparison), then --name value options"),
     analyses: str | None = typer.Option(None, "--analyses", help="comma-separated subset (default: all)"),
-    out: Path | None = typer.Option(None, "--out", help="output folder (default runs/llm-<model>)"),
+    out: Path | None = typer.Option(None, "--out", help="output folder (default runs/llm-<model>, or runs/llm-<comparison>)"),
+    config: str | None = typer.Option(
+        None, "--config", help="a comparison: shipped (paper3, paper3-offline) or a JSON file; MODELs are added to it"),
+    backend: Backend = "local",
+    address: Address = None,
+    quiet: Quiet = False,
 ) -> None:
-    """Paper III on a pretrained causal LM: value manifold, key frames, attention, SULA, interventions.
+    """Paper III on pretrained causal LMs: value manifold, key frames, attention, SULA, interventions.
 
-    Options follow as --name value (dtype, device, device_map, trust_remote_code, ...):
-    see docs/llm.md.
+    One MODEL: its analyses in --out (llm.json, llm.md, plots). Several, or --config: a comparison,
+    each model in its own resumable folder of --out, then table.csv, summary.md and figures side
+    by side. Options follow the models as --name value (dtype, device, device_map, ...): see docs/llm.md.
     """
-    from windtunnel.llm.run import run_llm
+    tokens = list(models or [])
+    first_option = next((i for i, t in enumerate(tokens) if t.startswith("--")), len(tokens))
+    names, options = tokens[:first_option], tokens[first_option:]
 
     def go():
-        names = [a.strip() for a in analyses.split(",")] if analyses else None
-        folder = out or Path("runs") / ("llm-" + Path(model).name.replace("/", "_"))
-        result = run_llm(model, names, folder, **parse_params(ctx.args, "llm"))
-        summary = folder / "llm.md"
-        if summary.exists():
-            typer.echo(summary.read_text())
-        typer.echo(f"written: {folder}/llm.json")
-        return result
+        params = parse_params(options, "llm")
+        if config is None and len(names) == 1:
+            from windtunnel.llm.run import run_llm
 
+            folder = out or Path("runs") / ("llm-" + Path(names[0]).name.replace("/", "_"))
+            result = run_llm(names[0], [a.strip() for a in analyses.split(",")] if analyses else None, folder, **params)
+            summary = folder / "llm.md"
+            if summary.exists():
+                typer.echo(summary.read_text())
+            typer.echo(f"written: {folder}/llm.json")
+            return result
+        from windtunnel.llm.compare_config import CompareConfig, load_config
+        from windtunnel.sweep.llm_compare import run_comparison
+
+        how = execution(backend, address, quiet=quiet)  # checked before anything is written
+        cfg = load_config(config) if config else CompareConfig()
+        if analyses:
+            cfg = cfg.replace(analyses=analyses)
+        folder = out or Path("runs") / f"llm-{cfg.name}"
+        summary = run_comparison(cfg, folder, how, cli_options=params, extra_models=names)
+        typer.echo((folder / "summary.md").read_text())
+        typer.echo(f"written: {folder}/summary.md, {folder}/table.csv, {folder}/summary.json; page: windtunnel report {folder}")
+        if summary["failed"] or summary["missing"]:
+            fail(f"{len(summary['failed'])} model(s) failed ({', '.join(summary['failed'])}); the others' results are in "
+                 f"{folder}. Run the same command again to retry them.", 4)
+
+    if not names and config is None:
+        fail("give a MODEL (or several), or a comparison with --config (shipped: paper3, paper3-offline)")
     _run_errors(go)

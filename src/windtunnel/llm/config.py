@@ -68,6 +68,12 @@ class LLMOptions(StrictConfig):
     max_prompt_tokens: int = Field(256, ge=4, le=131072, description="longer prompts keep their last tokens (BOS kept)")
     add_bos: Literal["auto", "always", "never"] = Field(
         "auto", description="auto = the tokenizer's default; the run records whether BOS was added")
+    memory_check: bool = Field(
+        True, description="estimate the memory the model needs from its config before loading it, and refuse when it "
+                          "does not fit (naming the options that would)")
+    memory_limit_gib: float | None = Field(
+        None, gt=0, description="treat this many GiB as all the memory available (a shared machine); none = what the "
+                                "machine reports")
 
     # --- general -----------------------------------------------------------------------
     layers: list[int] | Literal["last", "all"] = Field(
@@ -124,7 +130,7 @@ class LLMOptions(StrictConfig):
 
     # --- parsing of command-line strings --------------------------------------------------
     @field_validator("device_map", "revision", "gguf_file", "mixed_pool", "math_pool", "init_revision", "sula_labels",
-                     "intervention_layers", mode="before")
+                     "intervention_layers", "memory_limit_gib", mode="before")
     @classmethod
     def _none_words(cls, v):
         return None if isinstance(v, str) and v.strip().lower() in ("", "none", "null") else v

@@ -19,6 +19,7 @@ import torch
 from windtunnel.config import ConfigError
 from windtunnel.config import require as require_optional
 from windtunnel.llm.adapters import Adapter, adapter_for
+from windtunnel.llm.architecture import architecture
 from windtunnel.llm.config import LLMOptions
 
 
@@ -107,6 +108,11 @@ def load_model(name: str, opts: LLMOptions, revision: str | None = None, *, weig
         require("accelerate")
     device = resolve_device(opts) if opts.device_map is None else None
     dtype = resolve_dtype(opts, device or "cuda")
+    memory = None
+    if not weights_only:  # the main model: its estimate (which counts an init_revision copy) before loading
+        from windtunnel.llm.memory import check_memory
+
+        memory = check_memory(name, src, opts, device or "cuda", str(dtype).removeprefix("torch."))
     common: dict[str, Any] = {"trust_remote_code": opts.trust_remote_code}
     if revision is not None:
         common["revision"] = revision
@@ -148,5 +154,8 @@ def load_model(name: str, opts: LLMOptions, revision: str | None = None, *, weig
         "attn_implementation": "eager", "transformers_version": transformers.__version__,
         "n_parameters": int(sum(p.numel() for p in model.parameters())),
         **adapter.describe(),
+        "architecture": architecture(model.config, adapter.n_heads, adapter.n_kv_heads, adapter.sliding_window),
     }
+    if memory is not None:
+        info["memory"] = memory
     return LoadedModel(model=model, tokenizer=tok, adapter=adapter, info=info)

@@ -70,6 +70,9 @@ def attention_focusing(r: dict, doc: dict) -> list[str]:
     out = [f"{r['n_prompts']} prompts, {r['n_query_heads']} query heads, {r['positions']} query position; entropy "
            f"per head, then averaged. Focusing (first to last layer): **{pct(fo['relative_drop'])}** "
            f"{_ci(fo['ci'])}; normalised by log2(#keys): {pct(fo['normalised_relative_drop'])} {_ci(fo['normalised_ci'])}; "
+           f"slope {f(fo.get('slope_bits_per_depth'), '+.3f')} bits per unit depth "
+           f"[{f((fo.get('slope_ci') or [None])[0], '+.3f')}, {f((fo.get('slope_ci') or [None, None])[1], '+.3f')}]; "
+           f"monotone steps {pct(fo.get('monotone_fraction'))} {_ci(fo.get('monotone_ci'))}; "
            f"largest drop at layer {fo['min_layer']} ({pct(fo['min_layer_relative_drop'])}); paired t p = "
            f"{f(fo['paired_t_p'], '.2g')}, Wilcoxon p = {f(fo['wilcoxon_p'], '.2g')}. Uniform attention: "
            f"{f(r['uniform_bits_mean'], '.2f')} bits.", ""]
@@ -144,5 +147,11 @@ def render(doc: dict, analyses: AnalysisRegistry) -> str:
             lines += [f"![{a.name}]({a.name}.png)", ""]
     t = doc["timing"]
     lines += ["## Cost", "", f"Load {f(t['load_s'], '.1f')} s, total {f(t['total_s'], '.1f')} s, {t['prompts_run']} "
-              f"prompts at {f(t.get('prompts_per_s'), '.1f')} prompts/s.", ""]
+              f"prompts at {f(t.get('prompts_per_s'), '.1f')} prompts/s."]
+    mem = m.get("memory")
+    if t.get("peak_rss_mib") is not None:
+        est = "" if not mem else f" (estimated before loading: {mem['estimate']['total'] / 1024 ** 2:.0f} MiB)"
+        lines[-1] += (f" Peak resident memory {t['peak_rss_mib']:.0f} MiB, {t['rss_growth_mib']:.0f} MiB above the "
+                      f"process before loading{est}.")
+    lines.append("")
     return "\n".join(lines)

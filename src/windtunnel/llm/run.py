@@ -54,6 +54,7 @@ def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dic
     from windtunnel.files import atomic_write_text
     from windtunnel.llm.analyses import REGISTRY
     from windtunnel.llm.loading import load_model
+    from windtunnel.llm.memory import PeakMemory
     from windtunnel.llm.report import render
     from windtunnel.llm.session import Session, strip_boot
     from windtunnel.llm.verdict import criteria
@@ -63,16 +64,18 @@ def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dic
     names = resolve_analyses(analyses)
     out = Path(out)
     t0 = time.perf_counter()
-    lm = load_model(model, opts)
-    load_s = time.perf_counter() - t0
-    out.mkdir(parents=True, exist_ok=True)  # once the model loads: a bad one writes nothing
-    sess = Session(lm=lm, opts=opts, analyses=names, name=model)
-    timing: dict[str, float] = {"load_s": load_s}
-    for name in names:
-        t = time.perf_counter()
-        sess.results[name] = REGISTRY.get(name).run(sess)
-        timing[f"{name}_s"] = time.perf_counter() - t
+    with PeakMemory() as peak:
+        lm = load_model(model, opts)  # estimates the memory first and refuses a model that would not fit
+        load_s = time.perf_counter() - t0
+        out.mkdir(parents=True, exist_ok=True)  # once the model loads: a bad one writes nothing
+        sess = Session(lm=lm, opts=opts, analyses=names, name=model)
+        timing: dict[str, float] = {"load_s": load_s}
+        for name in names:
+            t = time.perf_counter()
+            sess.results[name] = REGISTRY.get(name).run(sess)
+            timing[f"{name}_s"] = time.perf_counter() - t
     timing.update(sess.timing)
+    timing.update(peak.result())
     timing["total_s"] = time.perf_counter() - t0
     timing["prompts_run"] = sess.n_prompts_run
     timing["prompts_per_s"] = sess.n_prompts_run / sess.timing["forward_s"] if sess.timing.get("forward_s") else None

@@ -155,6 +155,7 @@ def calibration(h_model, h_bayes, ks, p_model=None, y=None) -> dict:
     NaN where H_Bayes is constant, e.g. k = 0)."""
     h_model, h_bayes, ks = map(np.asarray, (h_model, h_bayes, ks))
     out = {"mae": float(np.abs(h_model - h_bayes).mean()), "corr": pearson(h_model, h_bayes),
+           "uniform_mae": float(np.abs(1.0 - h_bayes).mean()),  # the null: a constant 1-bit predictor
            "mean_h_model": float(h_model.mean()), "mean_h_bayes": float(h_bayes.mean()), "per_k": {}}
     rho_k, _ = spearman(ks, h_model)
     out["spearman_k_h_model"] = rho_k

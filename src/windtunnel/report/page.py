@@ -25,6 +25,7 @@ from windtunnel.config import ConfigError
 from windtunnel.evaluate.record import Evaluation
 from windtunnel.files import atomic_write_text
 from windtunnel.report import plots, scorecard
+from windtunnel.report.text import _config_block, _demote
 from windtunnel.tables import table
 
 FILES = "report_files"
@@ -75,11 +76,6 @@ def _img(rel: str, alt: str) -> str:
     return f"![{alt}]({rel})"
 
 
-def _demote(markdown_text: str, levels: int = 2) -> str:
-    """Headings of an embedded page pushed down ``levels`` levels (a run's diagnostics.md)."""
-    return re.sub(r"^(#+) ", lambda m: "#" * min(6, len(m.group(1)) + levels) + " ", markdown_text, flags=re.M)
-
-
 def geometry_section(run_dir: Path, rel: str, level: int = 3) -> list[str]:
     """A run's diagnostics.md (its title and list of plot links dropped, its sections at heading
     ``level``) followed by its geometry plots inlined."""
@@ -92,10 +88,6 @@ def geometry_section(run_dir: Path, rel: str, level: int = 3) -> list[str]:
     for p in sorted((run_dir / "plots" / "geometry").glob("*.png")):
         lines += [_img(f"{rel}/plots/geometry/{p.name}", p.stem.replace("_", " ")), ""]
     return lines
-
-
-def _config_block(doc: Any) -> list[str]:
-    return ["```json", json.dumps(doc, indent=1), "```", ""]
 
 
 # ---------------------------------------------------------------------------------------
@@ -420,7 +412,9 @@ def to_html(markdown_text: str, base: Path, title: str) -> str:
 
 
 def write_report(folder: Path | str) -> dict[str, Path]:
-    """Write ``report.md`` and ``report.html`` into a sweep folder or a run directory."""
+    """Write ``report.md`` and ``report.html`` into a sweep folder, a run directory, or a folder of
+    ``windtunnel llm`` (one model or a comparison: :mod:`windtunnel.report.llm_page`)."""
+    from windtunnel.report.llm_page import is_llm_folder, llm_report
     from windtunnel.train.rundir import RunDir
 
     folder = Path(folder)
@@ -428,13 +422,16 @@ def write_report(folder: Path | str) -> dict[str, Path]:
         title, md = sweep_report(folder)
     elif RunDir(folder).is_run():
         title, md = run_report(folder)
+    elif is_llm_folder(folder):
+        title, md = llm_report(folder)
     elif list(folder.glob("tune-*.json")):
         title = f"windtunnel report: tuning in {folder.name}"
         md = "\n".join([f"# {title}", "", *tune_section(folder)])
     else:
         raise ConfigError(
-            f"{folder} is neither a sweep folder (sweep.json, from `windtunnel sweep` or `windtunnel run`) "
-            "nor a run directory (config.json, from `windtunnel train`)"
+            f"{folder} is neither a sweep folder (sweep.json, from `windtunnel sweep` or `windtunnel run`), "
+            "a run directory (config.json, from `windtunnel train`), nor a `windtunnel llm` folder (llm.json or "
+            "compare.json)"
         )
     atomic_write_text(folder / "report.md", md)
     atomic_write_text(folder / "report.html", to_html(md, folder, title))

@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from windtunnel.config import ConfigError
+from windtunnel.sweep import reference as shipped_reference
 from windtunnel.sweep.config import SweepConfig, _WithOverrides
 from windtunnel.sweep.execution import Execution, check_reuse
 from windtunnel.sweep.expand import SweepRun, expand
@@ -72,8 +73,8 @@ class ScorecardRequest(_WithOverrides):
     halving: bool = Field(False, description="the plain successive halving of earlier versions (no cooldown, guard or ties)")
     settle: bool = Field(False, description="where the plateau guard could not rule out a stopped rate, train it to the end")
     early_stop: bool = Field(True, description="a run stops once its probe and evaluation agree the primitive is realised")
-    reference: str = Field("shipped", description="the transformer's results: shipped (the package's data), train, "
-                           "none, or a folder holding its runs")
+    reference: str = Field("auto", description="the transformer's results: auto (shipped where the profile ships "
+                           "them, else train), shipped (the package's data), train, none, or a folder holding its runs")
     overrides: list[str] = Field(default_factory=list, description="section.field=value for every run")
 
     @model_validator(mode="after")
@@ -81,14 +82,24 @@ class ScorecardRequest(_WithOverrides):
         chosen_primitives(self.profile, self.primitives)
         if self.tune and any(k == "train.lr" for k, _ in self.override_pairs):
             raise ValueError("--set train.lr=... fixes the learning rate that the scorecard would tune; add --no-tune")
-        if self.reference not in ("shipped", "train", "none") and not Path(self.reference).is_dir():
-            raise ValueError(f"reference = {self.reference!r}: shipped, train, none, or a folder holding the "
+        if self.reference not in ("auto", "shipped", "train", "none") and not Path(self.reference).is_dir():
+            raise ValueError(f"reference = {self.reference!r}: auto, shipped, train, none, or a folder holding the "
                              "transformer's runs")
         return self
 
     @property
+    def reference_source(self) -> str:
+        """Where the transformer's results come from: ``auto`` resolved (the shipped data where the
+        profile ships them, else trained here), and ``train`` when the model is the transformer."""
+        if self.model == REFERENCE:
+            return "train"
+        if self.reference == "auto":
+            return "shipped" if shipped_reference.shipped_path(self.profile).is_file() else "train"
+        return self.reference
+
+    @property
     def trains_reference(self) -> bool:
-        return self.reference == "train" or self.model == REFERENCE
+        return self.reference_source == "train"
 
     def sweep(self, tuned: dict[str, dict[str, dict[str, Any]]] | None = None, *, reference: bool | None = None) -> SweepConfig:
         """The sweep behind it (:func:`scorecard_sweep`): the model's runs, and the reference's where
@@ -138,7 +149,7 @@ def run_scorecard(request: ScorecardRequest, out: Path | str | None = None,
     if reference is not None:
         summary["primitives"] = {**(summary.get("primitives") or {}), REFERENCE: reference}
     doc = scorecard_doc(summary, sweep, request.model, outcome.out, tuned, request.override_pairs, skipped=skipped,
-                        reference="train" if request.trains_reference else request.reference)
+                        reference=request.reference_source)
     _mark_unsettled(doc)
     return ScorecardOutcome(outcome, write_scorecard(outcome.out, doc))
 
@@ -146,11 +157,11 @@ def run_scorecard(request: ScorecardRequest, out: Path | str | None = None,
 def _reference_cells(request: ScorecardRequest, sweep: SweepConfig) -> dict[str, dict[str, Any]] | None:
     """The transformer's cells (rule -> result) where it is not trained: the shipped data (checked
     to be the very runs this scorecard's would be), a folder's runs, or none."""
-    if request.trains_reference or request.reference == "none":
+    if request.trains_reference or request.reference_source == "none":
         return None
     ref_sweep = scorecard_sweep(REFERENCE, request.profile, request.seeds, request.primitives, request.rungs)
     ref_runs = [r for r in expand(ref_sweep, request.override_pairs) if r.config.model == REFERENCE]
-    if request.reference == "shipped":
+    if request.reference_source == "shipped":
         data = load_reference(request.profile)
         if data is None:
             raise ConfigError(f"no reference is shipped for profile '{request.profile}': use --reference train, "

@@ -1,4 +1,12 @@
-"""Attention focusing: attention entropy at the final query per layer, first to last."""
+"""Attention focusing: attention entropy at the final query per layer, first to last.
+
+Three summaries of the per-layer curve, each with a bootstrap interval over prompts (the same
+resamples for all three): the relative drop first to last layer (Paper III's criterion), the
+least-squares slope of entropy on depth (bits per unit of depth, depth = layer / (L - 1), so that
+models of different depths compare), and the fraction of layer-to-layer steps in which entropy
+falls (1 = monotone focusing; the paper calls GQA and sliding-window focusing "non-monotone").
+The bootstrap replicates of the three are kept in ``llm.json`` (``focusing.bootstrap``): a
+comparison of models reads them rather than recomputing anything."""
 
 from __future__ import annotations
 
@@ -43,6 +51,19 @@ def _attention_stats(sess: Session, cap: PromptCapture, idx) -> dict:
     def drop_ci(a):
         return ci([drop(a[b]) for b in boots])
 
+    depth = np.arange(sess.L) / max(1, sess.L - 1)
+
+    def slope(a):
+        m = a.mean(0)
+        return float(np.polyfit(depth, m, 1)[0]) if sess.L > 1 else float("nan")
+
+    def monotone(a):
+        m = a.mean(0)
+        return float((np.diff(m) < 0).mean()) if sess.L > 1 else float("nan")
+
+    reps = {name: np.array([fn(H[b]) for b in boots]) for name, fn in
+            (("relative_drop", drop), ("slope_bits_per_depth", slope), ("monotone_fraction", monotone))}
+
     layers = []
     for i in range(sess.L):
         m, (lo, hi) = bootstrap_mean(H[:, i], nb, sd)
@@ -68,14 +89,19 @@ def _attention_stats(sess: Session, cap: PromptCapture, idx) -> dict:
         "sliding_window": sess.lm.adapter.sliding_window,
         "bos_added_fraction": float(cap.bos_added[idx].mean()),
         "layers": layers,
-        "focusing": {"relative_drop": drop(H), "ci": drop_ci(H),
+        "focusing": {"relative_drop": drop(H), "ci": ci(reps["relative_drop"]),
                      "normalised_relative_drop": drop(Hn), "normalised_ci": drop_ci(Hn),
+                     "slope_bits_per_depth": slope(H), "slope_ci": ci(reps["slope_bits_per_depth"]),
+                     "monotone_fraction": monotone(H), "monotone_ci": ci(reps["monotone_fraction"]),
+                     "n_steps": sess.L - 1,
                      "first_layer_bits": float(curve[0]), "last_layer_bits": float(curve[-1]),
                      "min_layer": int(curve.argmin()), "min_layer_relative_drop": float((curve[0] - curve.min()) / curve[0])
                      if curve[0] > 0 else float("nan"),
                      "spearman_layer_entropy": rho,
                      "paired_t_p": float(tt.pvalue) if tt is not None else float("nan"),
-                     "wilcoxon_p": float(wx.pvalue) if wx is not None else float("nan")},
+                     "wilcoxon_p": float(wx.pvalue) if wx is not None else float("nan"),
+                     "bootstrap": {"n": nb, "seed": sd, "resamples": "prompts, with replacement",
+                                   **{k: [round(float(x), 6) for x in v] for k, v in reps.items()}}},
     }
 
 

@@ -47,6 +47,8 @@ def interventions(sess: Session) -> dict:
             last_cut = max(layers)
             down = [corr[str(i)]["fixed_axis"] for i in measured if i > last_cut]
             down_re = [corr[str(i)]["reestimated_abs"] for i in measured if i > last_cut]
+            down_base = [base_corr[str(i)]["fixed_axis"] for i in measured if i > last_cut]
+            resid = iv.residual_pc1_corr(cap.residual, h)
             out["runs"].append({
                 "layers": layers, "condition": cond,
                 "calibration": {"mae": cal["mae"], "corr": cal["corr"],
@@ -59,10 +61,13 @@ def interventions(sess: Session) -> dict:
                 "axis_corr_at_cut_note": "post-intervention values at the cut layer (the authors' measure); for a true "
                                          "cut v.u is rounding noise by construction, reported as null (NaN)",
                 "axis_corr_downstream_mean": float(np.nanmean(down)) if down else float("nan"),
+                "baseline_axis_corr_downstream_mean": float(np.nanmean(down_base)) if down_base else float("nan"),
+                "delta_axis_corr_downstream": float(np.nanmean(down) - np.nanmean(down_base)) if down else float("nan"),
                 "axis_corr_downstream_reestimated_mean": float(np.nanmean(down_re)) if down_re else float("nan"),
                 "axis_corr_final_layer": corr[str(sess.L - 1)]["fixed_axis"],
                 "baseline_axis_corr_final_layer": base_corr[str(sess.L - 1)]["fixed_axis"],
-                "residual_pc1_abs_corr": iv.residual_pc1_corr(cap.residual, h),
+                "residual_pc1_abs_corr": resid,
+                "delta_residual_pc1_abs_corr": resid - out["baseline"]["residual_pc1_abs_corr"],
                 "axis_corr_per_layer": corr,
             })
     return out

@@ -71,6 +71,7 @@ def _sula_stats(sess: Session, sets, caps) -> dict:
         pc1 = -pc1
     align = {"pca": o.sula_pca, "layer": L1, "pc1": float(ratios[0]), "pc1_pc2": float(ratios[:2].sum()),
              "pearson_pc1_h_bayes": pearson(pc1, main.h_bayes), "spearman_pc1_h_bayes": spearman(pc1, main.h_bayes)[0],
+             "spearman_pc1_h_bayes_p": spearman(pc1, main.h_bayes)[1],
              "pearson_pc1_h_model": pearson(pc1, hm), "spearman_pc1_h_model": spearman(pc1, hm)[0],
              "orientation": "PC1 sign chosen so that corr(PC1, H_Bayes) >= 0"}
     res = {
