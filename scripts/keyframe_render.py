@@ -441,7 +441,7 @@ def render(results: Path, page: Path, figures: Path) -> list[Path]:
         "",
         *budget_table(groups),
         "",
-        f"![key statistic and entropy error over training at three budgets]({rel}/keyframe_budget.png)",
+        f"![key statistic and entropy error over training at each budget run]({rel}/keyframe_budget.png)",
         "",
         "### Extrapolation",
         "",
