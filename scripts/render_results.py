@@ -40,9 +40,10 @@ NOT_RENDERED = {
     "llm": "docs/llm.md still writes these tables by hand",
     "paper3-offline": "scripts/render_llm_results.py renders it into docs/llm.md (its own format and test)",
     "search-study": "the input of benchmarks/study_search.py (its own format); its results page is pending",
+    "keyframe": "scripts/keyframe_render.py renders it into docs/results/keyframe.md (its own format and test)",
 }
 # pages under docs/results/ that another script renders: (file, title in the nav, the script)
-OTHER_PAGES: list[tuple[str, str, str]] = []
+OTHER_PAGES: list[tuple[str, str, str]] = [("keyframe.md", "The key-frame study", "scripts/keyframe_render.py")]
 NAV = re.compile(r"^(?P<indent>[ \t]*)# results:nav[^\n]*\n.*?^[ \t]*# /results:nav\n", re.S | re.M)
 
 
@@ -218,8 +219,9 @@ def check(root: Path = ROOT) -> list[str]:
 
 
 def _other(path: Path) -> bool:
-    """A page of OTHER_PAGES, or a figure of one (its name starts with the page's name and '-')."""
-    return any(path.name == page or path.name.startswith(Path(page).stem + "-") for page, _, _ in OTHER_PAGES)
+    """A page of OTHER_PAGES, or a figure of one (its name starts with the page's name and - or _)."""
+    return any(path.name == page or path.name.startswith((Path(page).stem + "-", Path(page).stem + "_"))
+               for page, _, _ in OTHER_PAGES)
 
 
 def _first_diff(a: str, b: str) -> str:

@@ -8,6 +8,7 @@ bytes where the installed matplotlib is the one recorded (other versions rasteri
 
 from __future__ import annotations
 
+import contextlib
 import io
 from pathlib import Path
 
@@ -32,9 +33,18 @@ def color(model: str) -> str:
     return f"C{MODELS.index(base)}" if base in MODELS else "0.4"
 
 
+@contextlib.contextmanager
+def style():
+    """matplotlib's defaults and STYLE while a figure is drawn and saved; the caller's settings
+    (another renderer's in the same process, say) are restored afterwards."""
+    with plt.rc_context():
+        plt.rcdefaults()
+        plt.rcParams.update(STYLE)
+        yield
+
+
 def figure(width: float = 6.4, height: float = 3.6, **kw):
-    plt.rcdefaults()
-    plt.rcParams.update(STYLE)
+    """A figure and its axes; draw inside :func:`style`."""
     return plt.subplots(figsize=(width, height), **kw)
 
 

@@ -67,8 +67,9 @@ class Context:
         """Draw ``draw(data)`` (it returns the matplotlib figure) into ``figures/<topic>-<name>.png``,
         its data beside it; return the markdown image."""
         stem = f"figures/{self.topic}-{name}"
-        fig = draw(data)
-        self.files[f"{stem}.png"] = _figures.png_bytes(fig)
+        with _figures.style():
+            fig = draw(data)
+            self.files[f"{stem}.png"] = _figures.png_bytes(fig)
         sidecar = {"figure": f"{stem}.png", "caption": caption, "matplotlib": _figures.version(), "data": data}
         self.files[f"{stem}.json"] = (json.dumps(sidecar, indent=1, default=_plain, ensure_ascii=False) + "\n").encode()
         return f"![{caption}]({stem}.png)"

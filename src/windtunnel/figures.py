@@ -15,14 +15,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 from windtunnel.files import atomic_write_bytes  # noqa: E402
 
 
-def save_figure(fig, path: Path | str, tight: bool = True) -> Path:
-    """Save ``fig`` atomically (a full disk leaves the previous image, never half of one)."""
+def save_figure(fig, path: Path | str, tight: bool = True, metadata: dict | None = None) -> Path:
+    """Save ``fig`` atomically (a full disk leaves the previous image, never half of one).
+    ``metadata``: the file's text chunks (``{"Software": None}`` leaves out matplotlib's version,
+    for images whose bytes must not change with it)."""
     if tight:  # not with a colorbar spanning several axes
         fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", dpi=120)
+    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", dpi=120, metadata=metadata)
     plt.close(fig)
     atomic_write_bytes(path, buf.getvalue())
     return path

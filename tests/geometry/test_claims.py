@@ -52,6 +52,37 @@ def test_top_attention_length():
     assert claims.top_attention_length({})[1] == claims.NO
 
 
+def keys(mean, random=0.16, p=0.01, centred=0.2):
+    layer = lambda m: {"mean": m, "random_mean": random, "init_mean": 0.16, "test_vs_random": {"p": p}}
+    return {"tokens": "the 20 key tokens", "variants": {"tokens_raw": {"layers": [layer(mean)]},
+                                                       "tokens_centred": {"layers": [layer(centred)]}}}
+
+
+@pytest.mark.parametrize("mean,p,verdict", [(0.09, 0.005, claims.HOLDS), (0.12, 0.005, claims.PARTLY),
+                                            (0.09, 0.2, claims.NO), (0.98, 1.0, claims.NO)])
+def test_key_frame(mean, p, verdict):
+    measured, got = claims.key_frame(keys(mean, p=p))  # the paper's level: 0.052 / 0.082 * 0.16 = 0.101
+    assert got == verdict and f"mean |cos| {mean:.3f} (random 0.160" in measured and "docs/results/keyframe.md" in measured
+
+
+@pytest.mark.parametrize("mean,centred,shared", [(0.98, 0.19, True), (0.98, 0.60, False), (0.20, 0.16, False)])
+def test_key_frame_names_a_shared_direction(mean, centred, shared):
+    measured, _ = claims.key_frame(keys(mean, p=1.0, centred=centred))  # random 0.16 for both variants
+    assert ("a direction all the keys share" in measured) == shared and f"centred {centred:.3f}, random 0.160" in measured
+
+
+def heads(top_ratio, runner_ratio):
+    return {"frame_head": {"name": "L0H2", "ratio_to_second": runner_ratio, "n_heads_at_least_half": 1},
+            "heads": [{"name": "L0H1", "ratio": 1.1}, {"name": "L0H2", "ratio": top_ratio}]}
+
+
+@pytest.mark.parametrize("top,runner,verdict", [(3.0, 2.5, claims.HOLDS), (1.2, 2.74, claims.PARTLY),
+                                                (3.0, 1.15, claims.NO)])
+def test_frame_head(top, runner, verdict):
+    measured, got = claims.frame_head(heads(top, runner))
+    assert got == verdict and measured.startswith(f"top head L0H2: error ×{top:.2f}")
+
+
 def test_check_reads_only_the_diagnosed_runs():
     rows = claims.check({("hmm", "mamba"): {"recurrent": recurrent(0.9, 0.2)},
                          ("hmm", "transformer"): {"value_manifold": manifold(0.9, 0.9)}})

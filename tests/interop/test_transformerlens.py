@@ -29,6 +29,7 @@ MODELS = {
     "untied": ("transformer", SMALL),
     "tied": ("transformer", {**SMALL, "tie_head": True}),
     "rmsnorm": ("transformer", {**SMALL, "norm": "rmsnorm", "d_ffn": 24}),
+    "no-bias": ("transformer", {**SMALL, "bias": False}),
     "swa": ("swa_transformer", {**SMALL, "window": 3}),  # window < 7 positions: the window masks
     "longer-table": ("transformer", {**SMALL, "n_heads": 4, "max_len": 12}),
 }

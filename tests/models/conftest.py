@@ -22,6 +22,7 @@ PAPER_TRANSFORMER = dict(n_layers=6, n_heads=6, d_model=192, d_ffn=768, tie_head
 #: one small config per architecture (and MLP variant), fast on a CPU
 SMALL = {
     "transformer": ("transformer", dict(n_layers=2, n_heads=2, d_model=16)),
+    "tinygpt": ("tinygpt", dict(n_layers=2, n_heads=2, d_model=16)),
     "mamba": ("mamba", dict(n_layers=2, d_model=16)),
     "mamba2": ("mamba2", dict(n_layers=2, d_model=16, head_dim=8)),
     "lstm": ("lstm", dict(n_layers=2, d_model=16, pos_embed=True)),

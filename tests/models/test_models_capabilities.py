@@ -11,6 +11,7 @@ from windtunnel.models import WindModel, make_model, model_names
 #: name -> (has_attention, has_head_ablation, has_recurrent_state, has key weights)
 EXPECTED = {
     "transformer": (True, True, False, True),
+    "tinygpt": (True, True, False, True),  # the transformer class with the authors' defaults
     "swa_transformer": (True, True, False, True),
     "linear_attention": (True, True, True, True),  # keys: W_K before the feature map
     "deltanet": (False, True, True, False),  # P is no distribution; keys pass conv + norm

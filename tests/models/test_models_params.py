@@ -8,9 +8,9 @@ from windtunnel.models import count_params, make_model, match_capacity, model_na
 
 def test_registry():
     assert {"transformer", "mamba", "mamba2", "lstm", "mlp", "gru", "linear_attention", "deltanet",
-            "swa_transformer", "hybrid"} <= set(model_names())
+            "swa_transformer", "hybrid", "tinygpt"} <= set(model_names())
     with pytest.raises(ConfigError, match="unknown model 'gpt'; available: deltanet, gru, hybrid, linear_attention, "
-                                          "lstm, mamba, mamba2, mlp, swa_transformer, transformer"):
+                                          "lstm, mamba, mamba2, mlp, swa_transformer, tinygpt, transformer"):
         make_model("gpt", None)
 
 

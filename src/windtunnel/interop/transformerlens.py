@@ -126,6 +126,7 @@ def hooked_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
     H, d = c.n_heads, c.d_model
     dh = d // H
     g = lambda t: t.detach().clone()
+    bias_of = lambda lin: g(lin.bias) if lin.bias is not None else lin.weight.new_zeros(lin.out_features)  # bias=False: 0
     sd = {"embed.W_E": g(model.embed.tok.weight), "pos_embed.W_pos": g(model.embed.pos.weight)}
 
     def norm(prefix: str, m: nn.Module) -> None:
@@ -145,9 +146,9 @@ def hooked_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
         sd[f"{p}.attn.W_O"] = g(block.attn.proj.weight).T.reshape(H, dh, d).contiguous()  # column h*dh+j -> W_O[h, j]
         sd[f"{p}.attn.b_O"] = w.new_zeros(d)
         sd[f"{p}.mlp.W_in"] = g(block.ffn.fc1.weight).T.contiguous()
-        sd[f"{p}.mlp.b_in"] = g(block.ffn.fc1.bias)
+        sd[f"{p}.mlp.b_in"] = bias_of(block.ffn.fc1)
         sd[f"{p}.mlp.W_out"] = g(block.ffn.fc2.weight).T.contiguous()
-        sd[f"{p}.mlp.b_out"] = g(block.ffn.fc2.bias)
+        sd[f"{p}.mlp.b_out"] = bias_of(block.ffn.fc2)
     norm("ln_final", model.norm)
     head = model.head
     if head.proj is None:  # tied: the embeddings of the answer tokens
@@ -156,7 +157,7 @@ def hooked_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
         sd["unembed.b_U"] = W_U.new_zeros(W_U.shape[0])
     else:
         sd["unembed.W_U"] = g(head.proj.weight).T.contiguous()
-        sd["unembed.b_U"] = g(head.proj.bias)
+        sd["unembed.b_U"] = bias_of(head.proj)
     return sd
 
 

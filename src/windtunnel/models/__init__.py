@@ -9,6 +9,7 @@ from windtunnel.models import (  # noqa: F401  (registers them)
     mamba,
     mamba2,
     mlp,
+    tinygpt,
     transformer,
 )
 from windtunnel.models.base import (  # noqa: F401

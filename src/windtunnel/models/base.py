@@ -30,10 +30,20 @@ from windtunnel.registry import Registry, is_import_path
 from windtunnel.tasks.base import TaskSpec
 
 
+def can_tie(spec: TaskSpec) -> bool:
+    """Whether a head tied to the token embeddings fits ``spec``: token inputs, categorical answers
+    that are tokens (``spec.answer_token_ids``)."""
+    return spec.input_kind == "tokens" and spec.output_kind == "categorical" and spec.answer_token_ids is not None
+
+
 class ModelConfig(StrictConfig):
     """Base of every model config. Cross-field and task-dependent checks live in :meth:`resolve`."""
 
     tie_head: bool = Field(False, description="categorical logits from the embeddings of spec.answer_token_ids")
+    tie_scope: Literal["answers", "vocab"] = Field(
+        "answers", description="with tie_head, the softmax the training loss takes: over the answer tokens, or over "
+                               "every token but the padding id (vocab: the authors' TinyGPT, whose head is tied to the "
+                               "whole vocabulary; the outputs are the same answer logits either way)")
     max_len: int | None = Field(None, ge=1, description="rows of the position table; default: the task's seq_len")
     init: Literal["normal", "torch"] = Field(
         "normal", description="normal: embeddings (and the transformer's Linear layers) ~ N(0, 0.02), as GPT-2 and the "
@@ -51,8 +61,10 @@ class ModelConfig(StrictConfig):
             raise ConfigError(
                 f"context longer than the position table: task '{spec.name}' has seq_len {spec.seq_len} "
                 f"but max_len is {cfg.max_len}; allowed: max_len >= {spec.seq_len}")
-        if cfg.tie_head and (spec.input_kind != "tokens" or spec.output_kind != "categorical"
-                             or spec.answer_token_ids is None):
+        if cfg.tie_scope == "vocab" and not cfg.tie_head:
+            raise ConfigError("tie_scope='vocab' needs tie_head=True (the softmax over the whole vocabulary is that of "
+                              "a head tied to the token embeddings); allowed with tie_head=False: tie_scope='answers'")
+        if cfg.tie_head and not can_tie(spec):
             raise ConfigError(f"tie_head=True needs a categorical token task with answer_token_ids; "
                               f"task '{spec.name}' has input_kind={spec.input_kind!r}, "
                               f"output_kind={spec.output_kind!r}, answer_token_ids={spec.answer_token_ids!r}")
@@ -132,8 +144,8 @@ def init_normal(module: nn.Module, std: float = 0.02) -> None:
             module.weight[module.padding_idx].zero_()
 
 
-def make_norm(kind: Literal["layernorm", "rmsnorm"], d: int) -> nn.Module:
-    return nn.LayerNorm(d) if kind == "layernorm" else nn.RMSNorm(d, eps=1e-5)
+def make_norm(kind: Literal["layernorm", "rmsnorm"], d: int, eps: float = 1e-5) -> nn.Module:
+    return nn.LayerNorm(d, eps=eps) if kind == "layernorm" else nn.RMSNorm(d, eps=eps)
 
 
 class InputAdapter(nn.Module):
@@ -167,22 +179,40 @@ class InputAdapter(nn.Module):
 
 
 class OutputHead(nn.Module):
-    """Categorical logits (optionally tied to the embedding rows of ``spec.answer_token_ids``)
-    or Gaussian (mean, log-variance)."""
+    """Categorical logits over the answers, or Gaussian (mean, log-variance).
 
-    def __init__(self, spec: TaskSpec, d: int, tied: bool = False):
+    Untied: a ``Linear`` (with a bias unless ``bias=False``). Tied (``tied``): the embedding rows
+    of ``spec.answer_token_ids``. With ``scope="vocab"`` (the authors' TinyGPT: a head tied to
+    the whole vocabulary, trained with a softmax over it) the outputs are the same answer logits,
+    and a forward pass in training mode (with gradients) also keeps the whole-vocabulary term of
+    the loss, the mean over output positions of log sum_vocab exp(z) - log sum_answers exp(z)
+    (every token but the padding id in the vocabulary), for
+    :meth:`WindModel.pop_auxiliary_loss`: added to the cross-entropy over the answers it makes
+    the cross-entropy over the whole vocabulary. The answer distribution is the whole-vocabulary
+    one renormalised over the answers (the authors' value slice)."""
+
+    def __init__(self, spec: TaskSpec, d: int, tied: bool = False, scope: str = "answers", bias: bool = True):
         super().__init__()
+        self.auxiliary_loss: torch.Tensor | None = None
         if tied:
             self.proj = None
             self.register_buffer("answer_ids", torch.tensor(spec.answer_token_ids), persistent=False)
+            others = [] if scope == "answers" else sorted(set(range(spec.vocab_size)) - {spec.pad_id, *spec.answer_token_ids})
+            self.register_buffer("other_ids", torch.tensor(others, dtype=torch.long), persistent=False)
         else:
-            self.proj = nn.Linear(d, spec.answer_size if spec.output_kind == "categorical" else 2)
-            self.answer_ids = None
+            self.proj = nn.Linear(d, spec.answer_size if spec.output_kind == "categorical" else 2, bias=bias)
+            self.answer_ids = self.other_ids = None
 
     def forward(self, h: torch.Tensor, token_weight: torch.Tensor | None = None) -> torch.Tensor:
-        if self.proj is None:
-            return F.linear(h, token_weight[self.answer_ids])
-        return self.proj(h)
+        if self.proj is not None:
+            return self.proj(h)
+        z = F.linear(h, token_weight[self.answer_ids])
+        if self.other_ids.numel() and self.training and torch.is_grad_enabled():
+            dtype = torch.promote_types(z.dtype, torch.float32)  # float32 at least (under autocast)
+            rest = F.linear(h, token_weight[self.other_ids]).to(dtype)
+            answers = z.to(dtype).logsumexp(-1)
+            self.auxiliary_loss = (torch.logaddexp(answers, rest.logsumexp(-1)) - answers).mean()
+        return z
 
 
 # ---------------------------------------------------------------------------------------
@@ -255,7 +285,7 @@ class WindModel(nn.Module):
             self.build(c)
             self.embed = embedding()
             self._modules = {"embed": self._modules.pop("embed"), **self._modules}
-        self.head = OutputHead(self.spec, self.head_width(), tied=c.tie_head)
+        self.head = OutputHead(self.spec, self.head_width(), tied=c.tie_head, scope=c.tie_scope, bias=self.head_bias())
 
     def build(self, c: ModelConfig) -> None:
         """Build the architecture's own modules from its resolved config ``c`` (``self.spec`` is the
@@ -269,6 +299,10 @@ class WindModel(nn.Module):
     def head_width(self) -> int:
         """The width of the states the head reads (default: the embedding's)."""
         return self.embed_width()
+
+    def head_bias(self) -> bool:
+        """Whether an untied head's ``Linear`` has a bias (default True; the transformer's ``bias`` field)."""
+        return True
 
     def position_rows(self) -> int | None:
         """Rows of the learned position table, None for none (default: ``max_len`` when the
@@ -329,6 +363,16 @@ class WindModel(nn.Module):
     def mix(self, x: torch.Tensor) -> torch.Tensor:
         """Embedded inputs (B, T, d) -> final-normed states (B, T, d), causally."""
         raise NotImplementedError
+
+    def pop_auxiliary_loss(self) -> torch.Tensor | None:
+        """The term the last forward pass in training mode adds to the training loss, forgotten
+        once read (the trainer adds it to the task's loss): the whole-vocabulary term of a head
+        tied with ``tie_scope="vocab"`` (:class:`OutputHead`); None when there is none."""
+        head = getattr(self, "head", None)
+        aux = getattr(head, "auxiliary_loss", None)
+        if aux is not None:
+            head.auxiliary_loss = None
+        return aux
 
     def n_params(self) -> int:
         """Number of trainable parameters (tied weights counted once)."""

@@ -53,7 +53,7 @@ class Hybrid(WindModel):
     def build(self, c: HybridConfig) -> None:
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(Block(c) if kind == "A" else MambaBlock(c) for kind in c.kinds)
-        self.norm = make_norm(c.norm, c.d_model)
+        self.norm = make_norm(c.norm, c.d_model, c.norm_eps)
 
     def __init__(self, spec: TaskSpec, config: HybridConfig | None = None, **params):
         super().__init__(spec, config, **params)
@@ -63,6 +63,9 @@ class Hybrid(WindModel):
                 if isinstance(block, Block):
                     block.apply(init_normal)
             self.head.apply(init_normal)
+
+    def head_bias(self) -> bool:
+        return self.config.bias
 
     def mix(self, x: torch.Tensor) -> torch.Tensor:
         x = self.drop(x)

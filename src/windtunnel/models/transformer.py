@@ -38,6 +38,9 @@ class TransformerConfig(ModelConfig):
     d_model: int = Field(192, ge=1, le=16384)
     d_ffn: int | None = Field(None, ge=1, description="FFN width; default 4 * d_model")
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    norm_eps: float = Field(1e-5, gt=0.0, le=0.1, description="epsilon of every norm (the authors' RMSNorm: 1e-6)")
+    bias: bool = Field(True, description="biases in the FFN and an untied head (the attention has none; the authors' "
+                                         "TinyGPT has none anywhere)")
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
 
     def resolve(self, spec: TaskSpec) -> TransformerConfig:
@@ -53,10 +56,10 @@ class TransformerConfig(ModelConfig):
 class FeedForward(nn.Module):
     """Linear(d, d_ffn) -> GELU -> Linear(d_ffn, d) -> dropout."""
 
-    def __init__(self, d: int, d_ffn: int, dropout: float = 0.0):
+    def __init__(self, d: int, d_ffn: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        self.fc1 = nn.Linear(d, d_ffn)
-        self.fc2 = nn.Linear(d_ffn, d)
+        self.fc1 = nn.Linear(d, d_ffn, bias=bias)
+        self.fc2 = nn.Linear(d_ffn, d, bias=bias)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -128,10 +131,10 @@ class Block(nn.Module):
 
     def __init__(self, cfg: TransformerConfig, attn: nn.Module | None = None):
         super().__init__()
-        self.norm1 = make_norm(cfg.norm, cfg.d_model)
+        self.norm1 = make_norm(cfg.norm, cfg.d_model, cfg.norm_eps)
         self.attn = attn if attn is not None else Attention(cfg)
-        self.norm2 = make_norm(cfg.norm, cfg.d_model)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ffn, cfg.dropout)
+        self.norm2 = make_norm(cfg.norm, cfg.d_model, cfg.norm_eps)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ffn, cfg.dropout, cfg.bias)
         self.resid_post = Tap()
 
     def forward(self, x: torch.Tensor, head_mask: torch.Tensor | None = None, bypass: Bypass | None = None) -> torch.Tensor:
@@ -156,7 +159,7 @@ class Transformer(WindModel):
     def build(self, c: TransformerConfig) -> None:
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(Block(c, self.make_attention(c)) for _ in range(c.n_layers))
-        self.norm = make_norm(c.norm, c.d_model)
+        self.norm = make_norm(c.norm, c.d_model, c.norm_eps)
 
     def __init__(self, spec: TaskSpec, config: TransformerConfig | None = None, **params):
         super().__init__(spec, config, **params)
@@ -168,6 +171,9 @@ class Transformer(WindModel):
                 block.attn.reset_special_parameters()
         self.register_buffer("head_mask", torch.ones(c.n_layers, c.n_heads), persistent=False)
         self.bypass: list[Bypass | None] = [None] * c.n_layers
+
+    def head_bias(self) -> bool:
+        return self.config.bias
 
     def make_attention(self, cfg: TransformerConfig) -> nn.Module:
         """The token mixer of one block."""

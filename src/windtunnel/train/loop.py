@@ -107,7 +107,8 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, d
                loss_kind: str, step: int, tc: TrainConfig, device: torch.device,
                amp: torch.dtype | None) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimiser step at ``step`` (0-based) on a fresh batch from ``data_gen``: the scheduled
-    learning rate, the forward pass (under autocast to ``amp``, when given), the loss, gradients
+    learning rate, the forward pass (under autocast to ``amp``, when given), the loss (plus the
+    model's own term, :meth:`~windtunnel.models.base.WindModel.pop_auxiliary_loss`), gradients
     clipped to ``train.grad_clip`` (0: not clipped). Returns (loss, gradient norm before clipping);
     a non-finite loss raises :class:`TrainingError` before any parameter moves."""
     model.train()
@@ -117,6 +118,9 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, d
     with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
         out = model(batch.inputs, positions=batch.positions)
     loss = loss_fn(loss_kind, out, batch)
+    aux = model.pop_auxiliary_loss() if hasattr(model, "pop_auxiliary_loss") else None
+    if aux is not None:  # a model's own term (a head tied to the whole vocabulary: its softmax's rest)
+        loss = loss + aux
     if not torch.isfinite(loss):
         raise TrainingError(f"non-finite loss ({loss.item()}) at step {step}")
     opt.zero_grad(set_to_none=True)
