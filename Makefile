@@ -18,12 +18,12 @@ setup:
 run: setup
 	.venv/bin/windtunnel run $(ARGS)
 
-# The fast suite runs on every core (pytest-xdist; the tests that start Ray share one worker, by
-# their xdist_group); TEST_WORKERS=0 runs it in this one process.
+# The fast suite runs on every core (pytest-xdist; a test file stays on one worker, so the docs
+# blocks run in order in one folder); TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= auto
 
 test: setup
-	.venv/bin/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
+	.venv/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 test-slow: setup
 	.venv/bin/python -m pytest -m slow $(ARGS)

@@ -76,9 +76,8 @@ def test_help_of_every_command(workdir):
         assert res.exit_code == 0 and "Usage" in res.output, (cmd, res.output)
 
 
-# The blocks run in order in one working folder (a block reads what an earlier one wrote), so under
-# pytest -n they all go to one worker.
-@pytest.mark.xdist_group("docs")
+# The blocks run in order in one working folder (a block reads what an earlier one wrote): under
+# pytest -n, `--dist loadfile` (the Makefile's) keeps this file on one worker.
 @pytest.mark.parametrize("block", _runnable("fast"), ids=_id)
 def test_fast_block(block, workdir):
     _skip_without_extras(block)
@@ -86,7 +85,6 @@ def test_fast_block(block, workdir):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("docs")
 @pytest.mark.parametrize("block", _runnable("slow"), ids=_id)
 def test_slow_block(block, workdir, slow_fixtures):
     _skip_without_extras(block)

@@ -198,7 +198,6 @@ def test_shipped_configs(tmp_path):
         load_config("no-such-comparison")
 
 
-@pytest.mark.xdist_group("ray")  # one Ray instance at a time under pytest -n (see pyproject)
 def test_ray_backend_runs_one_task_per_model_and_matches_the_local_run(tiny_models, small, tmp_path):
     pytest.importorskip("ray")
     cfg = CompareConfig.build({"name": "ray", "analyses": "key_orthogonality,attention_focusing", "options": small,

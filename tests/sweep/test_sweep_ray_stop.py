@@ -42,7 +42,6 @@ def wait_until_both_train(proc, out, timeout=600):  # a guard against a hang: Ra
 # its own, which the sweep's must replace. SIGINT (Ctrl-C) takes the same path once the driver's
 # handler has run, so it runs with the slow tests. Each case starts Ray twice and trains 2 x 1000
 # tiny steps (65-80 s measured on a loaded 2-core machine).
-@pytest.mark.xdist_group("ray")  # one Ray instance at a time under pytest -n (see pyproject)
 @pytest.mark.parametrize("signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)],
                          ids=["SIGTERM", "SIGINT"])
 def test_stopped_ray_sweep_leaves_resumable_runs_and_resumes_them(tmp_path, signum):

@@ -221,7 +221,6 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
     assert len(read_csv(out / "results.csv")) == 2
 
 
-@pytest.mark.xdist_group("ray")  # one Ray instance at a time under pytest -n (see pyproject)
 def test_ray_backend_matches_the_local_backend(tmp_path, finished):
     """Two runs on a local Ray instance give the local backend's numbers."""
     pytest.importorskip("ray")
@@ -262,7 +261,6 @@ def test_sweep_command(tmp_path, tiny_sweep_file):
     assert "reused 4 run(s)" in res.output and "trained 0, skipped 4" in res.output
 
 
-@pytest.mark.xdist_group("ray")  # one Ray instance at a time under pytest -n (see pyproject)
 def test_unreachable_ray_cluster_is_a_clear_error(tmp_path):
     pytest.importorskip("ray")
     if os.path.exists("/tmp/ray/ray_current_cluster"):
