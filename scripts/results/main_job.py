@@ -46,7 +46,8 @@ def blocks(ctx: Context) -> dict[str, str]:
          "accuracy, beside the baselines' entropy error",
          "main-job.md"),
         ("score your own architecture",
-         f"at most {reused['wall_time_on_2_cores']} ({committed['wall_time_on_2_cores']} with `--reference train`)",
+         f"{committed['wall_time_on_2_cores']} (the transformer trained beside it: no reference ships yet; "
+         f"{reused['wall_time_on_2_cores']} without it, less with early decisions)",
          "a verdict and score per primitive beside the transformer's, and `scorecard.json` with `report.html`",
          "mixers-scorecard.md#what-a-scorecard-costs-and-reuse"),
         ("Paper I's comparison", p1["provenance"]["wall_time"],
