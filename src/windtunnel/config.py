@@ -270,3 +270,9 @@ def forced_llm_options() -> dict[str, str]:
     """The ``llm.name=value`` items of ``WINDTUNNEL_FORCE_SET``: option name -> value as written
     (the LLM options' own validation converts them)."""
     return dict(t.removeprefix("llm.").partition("=")[::2] for t in forced_texts() if t.startswith("llm."))
+
+
+def json_names(folder: Any) -> list[str]:
+    """The names (without ``.json``) of the JSON files in ``folder`` (a path or a package
+    resource): the shipped profiles, sweeps and comparisons."""
+    return sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))

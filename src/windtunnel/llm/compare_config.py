@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from windtunnel.config import ConfigError, StrictConfig
+from windtunnel.config import ConfigError, StrictConfig, json_names
 from windtunnel.llm.config import LLMOptions, build_options
 from windtunnel.llm.tiny import FAMILIES, GQA_FAMILIES
 
@@ -118,7 +118,7 @@ def shipped_dir():
 
 
 def config_names() -> list[str]:
-    return sorted(p.name.removesuffix(".json") for p in shipped_dir().iterdir() if p.name.endswith(".json"))
+    return json_names(shipped_dir())
 
 
 def load_config(name_or_path: str | Path) -> CompareConfig:

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, PrivateAttr, model_serializer, model_validator
 
 from windtunnel.compat import sweep_hash_doc
-from windtunnel.config import ConfigError, Override, StrictConfig, parse_overrides, short_hash
+from windtunnel.config import ConfigError, Override, StrictConfig, json_names, parse_overrides, short_hash
 from windtunnel.evaluate.record import ScoredMetric
 
 #: sections of a run config that a grid axis or an override may set (``section.field``)
@@ -255,7 +255,7 @@ def _shipped():
 
 
 def sweep_names() -> list[str]:
-    return sorted(p.name.removesuffix(".json") for p in _shipped().iterdir() if p.name.endswith(".json"))
+    return json_names(_shipped())
 
 
 def load_sweep(name_or_path: str | Path) -> SweepConfig:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import Field, model_serializer, model_validator
 
 from windtunnel.compat import run_hash_doc
-from windtunnel.config import ConfigError, Overrides, StrictConfig, as_overrides, forced_overrides, short_hash
+from windtunnel.config import ConfigError, Overrides, StrictConfig, as_overrides, forced_overrides, json_names, short_hash
 from windtunnel.registry import is_import_path
 
 
@@ -127,7 +127,7 @@ def profile_tasks(profile: str) -> list[str]:
     root = resources.files("windtunnel") / "configs" / profile
     if not root.is_dir():
         raise ConfigError(f"unknown profile '{profile}'; available: {', '.join(profile_names())}")
-    return sorted(p.name.removesuffix(".json") for p in root.iterdir() if p.name.endswith(".json"))
+    return json_names(root)
 
 
 def load_profile(profile: str, task: str) -> dict[str, Any]:
