@@ -30,7 +30,9 @@ fi
 # which 2.13.0 satisfies).
 pipi() { .venv/bin/python -m pip install -q --disable-pip-version-check "$@" 2> >(grep -v "^WARNING: Location" >&2); }
 if [ "$TORCH_INDEX" = auto ]; then
-  if .venv/bin/python -m pip config list 2>/dev/null | grep -Eq "find-links|index-url='file:"; then
+  # read the whole listing first: with pipefail, `pip ... | grep -q` fails when grep stops reading early
+  pip_config=$(.venv/bin/python -m pip config list 2>/dev/null || true)
+  if grep -Eq "find-links|index-url='file:" <<<"$pip_config"; then
     TORCH_INDEX=none
   elif [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
     TORCH_INDEX=https://download.pytorch.org/whl/cpu
