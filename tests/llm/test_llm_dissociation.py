@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from windtunnel.llm.architecture import architecture, classify
-from windtunnel.llm.claims import _verdict, paper_entry, paper_text
+from windtunnel.llm.claims import _verdict, judge, paper_entry, paper_text
 from windtunnel.llm.dissociation import dissociation, group_test
 
 
@@ -75,3 +75,21 @@ def test_verdicts_and_paper_values():
     assert paper_entry("./my-model") is None
     assert paper_text([0.15, 0.2]) == "15.0%-20.0%" and paper_text([0.11, 0.13], share=False) == "0.11-0.13"
     assert paper_text("non-monotone") == "non-monotone" and paper_text(0.82) == "82.0%"
+
+
+def test_sula_claim_needs_entropy_that_follows_the_evidence():
+    """A random network's PC1 can follow prompt length (hence k and H_Bayes): its Spearman passes,
+    but its entropy sits near 1 bit, which beats the 1-bit predictor by a hair and never the best
+    constant (the median of H_Bayes). Only a model whose entropy tracks the evidence holds."""
+    h_bayes = [1.0] * 3 + [0.47] * 3 + [0.09] * 3 + [0.03] * 3
+    sula = {"calibration": {"uniform_mae": 0.6}, "per_prompt": {"h_bayes": h_bayes},
+            "alignment": {"spearman_pc1_h_bayes": 0.65, "spearman_pc1_h_bayes_p": 1e-6}}
+    from windtunnel.llm.headline import _constant_mae
+
+    const = _constant_mae(sula)  # from the prompts (files written before the field existed)
+    assert const == pytest.approx(np.abs(np.array(h_bayes) - np.median(h_bayes)).mean())
+    row = {k: None for k in ("mixed_pc1_pc2", "key_orth_mean", "focusing", "math_pc1_pc2", "dr_gain", "iv_true_dmae")}
+    row.update(sula_spearman_pc1_h_bayes=0.65, sula_spearman_p=1e-6, sula_uniform_mae=0.6, sula_constant_mae=const)
+    by = lambda mae: next(c for c in judge({**row, "sula_mae": mae}, {}, "random") if c["claim"] == "sula")  # noqa: E731
+    assert by(0.58)["verdict"] == "partly"  # under the 1-bit predictor, above the best constant
+    assert by(0.10)["verdict"] == "holds" and "best constant" in by(0.10)["null"]

@@ -119,6 +119,11 @@ def test_model_posterior_and_calibration():
     assert c["mae"] == pytest.approx((0 + 0.1 + 0.2 + 0.1) / 4)
     assert c["per_k"]["0"]["corr"] != c["per_k"]["0"]["corr"]  # NaN: H_Bayes constant at k = 0
     assert c["per_k"]["1"]["mae"] == pytest.approx(0.15)
+    # the nulls: 1 bit everywhere, and the best constant (the median 0.4) by hand
+    assert c["uniform_mae"] == pytest.approx((0 + 0.6 + 0.6 + 1.0) / 4)
+    assert c["constant_mae"] == pytest.approx((0.6 + 0 + 0 + 0.4) / 4)
+    assert all(S.constant_mae([1.0, 0.4, 0.4, 0.0]) <= np.abs(np.array([1.0, 0.4, 0.4, 0.0]) - x).mean() + 1e-12
+               for x in np.linspace(0, 1, 101))  # no constant does better
 
 
 def test_trajectory_intervals():

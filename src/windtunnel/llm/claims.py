@@ -16,7 +16,9 @@ Per claim, the criterion and then the null:
 - domain restriction: math PC1+PC2 >= :data:`DR_COLLAPSE` (the paper's "70-95%"); the gain
   math - mixed with its 95% interval above 0.
 - SULA: |Spearman(PC1, H_Bayes)| >= :data:`SULA_RHO` (the authors' config: "> 0.5") with
-  p < 0.01; calibration MAE below a constant 1-bit predictor's.
+  p < 0.01; calibration MAE below the best constant predictor's (the median of H_Bayes: a
+  model whose entropy ignores the evidence, as a random network's does, cannot beat it; the
+  1-bit predictor is shown beside it).
 - entropy axis: cutting the axis lowers the downstream axis-entropy correlation by at least
   :data:`GEOMETRY_DROP`, and more than a random cut does; the true cut's |ΔMAE| at most
   :data:`CALIBRATION_TOLERANCE` bits ("barely moves").
@@ -119,9 +121,11 @@ def judge(row: dict[str, Any], criteria: dict[str, Any], model_name: str) -> lis
     if _ok(r["sula_mae"]):
         rho, p = r["sula_spearman_pc1_h_bayes"], r["sula_spearman_p"]
         aligned = _ok(rho) and abs(rho) >= SULA_RHO and _ok(p) and p < 0.01
-        out.append(_claim("sula", aligned, r["sula_mae"] < r["sula_uniform_mae"],
+        const = r.get("sula_constant_mae")
+        null = r["sula_mae"] < (const if _ok(const) else r["sula_uniform_mae"])
+        out.append(_claim("sula", aligned, null,
                           f"|rho(PC1, H_Bayes)| {f(abs(rho) if _ok(rho) else None, '.2f')}; MAE {f(r['sula_mae'], '.3f')} bits",
-                          f"1-bit predictor MAE {f(r['sula_uniform_mae'], '.3f')}",
+                          f"best constant MAE {f(const, '.3f')} (1-bit {f(r['sula_uniform_mae'], '.3f')})",
                           f"MAE {paper_text(paper.get('sula_mae'), share=False)} bits" if paper.get("sula_mae") else "-"))
     else:
         out.append(_claim("sula", None, None, "-", "-"))

@@ -59,7 +59,7 @@ def headline_table(summary: dict[str, Any]) -> list[str]:
             _ci(r["monotone_fraction"], r["monotone_lo"], r["monotone_hi"], lambda x: f(x, ".2f")),
             _ci(r["focusing_slope"], r["focusing_slope_lo"], r["focusing_slope_hi"], lambda x: f(x, "+.2f")),
             f"{f(r['sula_spearman_pc1_h_bayes'], '+.2f')}",
-            f"{f(r['sula_mae'], '.3f')} (1-bit {f(r['sula_uniform_mae'], '.3f')}){_paper(r.get('paper_sula_mae'))}",
+            f"{f(r['sula_mae'], '.3f')} (constant {f(r.get('sula_constant_mae'), '.3f')}){_paper(r.get('paper_sula_mae'))}",
             f"{f(r['iv_true_dmae'], '+.4f')} / {f(r['iv_random_dmae'], '+.4f')}",
             f"{f(r['iv_true_dgeometry'], '+.3f')} / {f(r['iv_random_dgeometry'], '+.3f')}",
         ])

@@ -132,7 +132,7 @@ def sula(rows: list[dict], out: Path) -> Path | None:
     ax[0].bar(range(len(rows)), np.abs(_a([r["sula_spearman_pc1_h_bayes"] for r in rows])), color="C0")
     ax[0].set_xticks(range(len(rows)), [r["model"] for r in rows], rotation=30, ha="right", fontsize=7)
     ax[0].set(ylabel="|Spearman(PC1, H_Bayes)|", title="SULA alignment (shared basis)", ylim=(0, 1))
-    _paired_bars(ax[1], rows, ("sula_mae", "sula_uniform_mae"), ("model", "constant 1-bit predictor (null)"),
+    _paired_bars(ax[1], rows, ("sula_mae", "sula_constant_mae"), ("model", "best constant predictor (null)"),
                  "SULA calibration", "MAE |H_model - H_Bayes| (bits)")
     return save_figure(fig, out / "sula.png")
 

@@ -55,6 +55,20 @@ def intervention_pair(doc: dict) -> dict | None:
     return {"layers": k, "true": v["true_cut"], "random": v["random_cut"]}
 
 
+def _constant_mae(sula: Any) -> float | None:
+    """The best constant predictor's SULA MAE: recorded by newer runs, else from the prompts'
+    H_Bayes (every ``llm.json`` keeps them under ``per_prompt``)."""
+    recorded = get(sula, "calibration", "constant_mae")
+    if recorded is not None:
+        return recorded
+    h_bayes = get(sula, "per_prompt", "h_bayes")
+    if not h_bayes:
+        return None
+    from windtunnel.llm.sula import constant_mae
+
+    return constant_mae(h_bayes)
+
+
 def headline(doc: dict) -> dict[str, Any]:
     """One row of a comparison from one ``llm.json``."""
     m, r, t = doc["model"], doc.get("results", {}), doc.get("timing", {})
@@ -103,6 +117,7 @@ def headline(doc: dict) -> dict[str, Any]:
         "first_layer_bits": get(fo, "first_layer_bits"), "last_layer_bits": get(fo, "last_layer_bits"),
         # SULA
         "sula_mae": get(su, "calibration", "mae"), "sula_uniform_mae": get(su, "calibration", "uniform_mae"),
+        "sula_constant_mae": _constant_mae(su),
         "sula_corr": get(su, "calibration", "corr"),
         "sula_spearman_pc1_h_bayes": get(su, "alignment", "spearman_pc1_h_bayes"),
         "sula_spearman_p": get(su, "alignment", "spearman_pc1_h_bayes_p"),

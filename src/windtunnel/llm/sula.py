@@ -150,12 +150,21 @@ def model_posterior(label_probs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return p1, h, mass
 
 
+def constant_mae(h_bayes) -> float:
+    """MAE of the best constant entropy predictor (the median of H_Bayes, which minimises it)."""
+    h = np.asarray(h_bayes, dtype=np.float64)
+    return float(np.abs(h - np.median(h)).mean())
+
+
 def calibration(h_model, h_bayes, ks, p_model=None, y=None) -> dict:
     """MAE |H_model - H_Bayes| and Pearson corr(H_model, H_Bayes), overall and per k (corr is
-    NaN where H_Bayes is constant, e.g. k = 0)."""
+    NaN where H_Bayes is constant, e.g. k = 0). Two constant predictors stand beside the MAE: the
+    1-bit one (``uniform_mae``) and the best constant, the median of H_Bayes (``constant_mae``):
+    a model whose entropy ignores the evidence cannot beat the latter."""
     h_model, h_bayes, ks = map(np.asarray, (h_model, h_bayes, ks))
     out = {"mae": float(np.abs(h_model - h_bayes).mean()), "corr": pearson(h_model, h_bayes),
-           "uniform_mae": float(np.abs(1.0 - h_bayes).mean()),  # the null: a constant 1-bit predictor
+           "uniform_mae": float(np.abs(1.0 - h_bayes).mean()),
+           "constant_mae": constant_mae(h_bayes),
            "mean_h_model": float(h_model.mean()), "mean_h_bayes": float(h_bayes.mean()), "per_k": {}}
     rho_k, _ = spearman(ks, h_model)
     out["spearman_k_h_model"] = rho_k

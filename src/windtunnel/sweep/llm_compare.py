@@ -37,6 +37,16 @@ def run_model(source: str, analyses: list[str], folder: str, options: dict[str, 
     return run_llm(source, analyses, Path(folder), **options)
 
 
+def _same_model(model: PlannedModel, recorded: str | None) -> bool:
+    """The run in a folder is of this model: a random model is its folder; a package's file is the
+    same file wherever an environment installs the package (package folder and file name)."""
+    if model.kind == "random":
+        return True
+    if model.kind == "package":
+        return recorded is not None and Path(recorded).parts[-2:] == Path(model.source).parts[-2:]
+    return recorded == model.source
+
+
 def finished(folder: Path, model: PlannedModel, analyses: list[str]) -> bool:
     """``folder/llm.json`` is this model's finished run with these analyses and options; a finished
     run of other settings is an error (nothing is overwritten)."""
@@ -51,7 +61,7 @@ def finished(folder: Path, model: PlannedModel, analyses: list[str]) -> bool:
     differ = sorted(k for k in want.keys() | doc.get("options", {}).keys() if want.get(k) != doc.get("options", {}).get(k))
     if doc.get("analyses") != analyses:
         differ.insert(0, "analyses")
-    if model.kind != "random" and doc.get("model", {}).get("name") != model.source:
+    if not _same_model(model, doc.get("model", {}).get("name")):
         differ.insert(0, "model")
     if differ:
         raise ConfigError(f"{folder} holds a run of '{model.name}' with other settings ({', '.join(differ)}); choose "

@@ -1,0 +1,63 @@
+"""Record a comparison of language models as committed data: results/llm/<name>.json holds the
+comparison's summary.json (what ``windtunnel llm --config NAME --out DIR`` wrote) with its
+provenance, for the results renderer (scripts/results/llm.py) to turn into the docs' tables:
+
+    /usr/bin/time -v windtunnel llm --config paper3-offline --out DIR 2> DIR/time.txt
+    python scripts/record_comparison.py DIR --concurrent "nothing" [--time DIR/time.txt]
+
+``--time`` reads GNU time's verbose report (wall clock, user + system CPU, peak resident memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+from pathlib import Path
+
+from _provenance import head_commit, machine
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gnu_time(path: Path) -> dict[str, str]:
+    """wall_time, cpu_time and peak_rss from ``/usr/bin/time -v``'s report."""
+    text = path.read_text()
+
+    def field(label: str) -> str:
+        m = re.search(rf"{re.escape(label)}[^:]*:\s*(.+)", text)
+        if not m:
+            raise SystemExit(f"{path}: no '{label}' line (is it /usr/bin/time -v's report?)")
+        return m[1].strip()
+
+    parts = [float(x) for x in field("Elapsed (wall clock) time").split(":")]
+    wall = sum(v * 60 ** i for i, v in enumerate(reversed(parts)))
+    cpu = float(field("User time")) + float(field("System time"))
+    return {"wall_time": f"{wall:.0f} s", "cpu_time": f"{cpu:.0f} s",
+            "peak_rss": f"{int(field('Maximum resident set size')) // 1024} MiB (the largest process)"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("folder", type=Path, help="the comparison's --out folder (its summary.json)")
+    ap.add_argument("--concurrent", required=True, help="what else ran on the machine meanwhile")
+    ap.add_argument("--time", type=Path, help="/usr/bin/time -v's report of the run")
+    ap.add_argument("--commit", help="the commit it ran at (default: this checkout's HEAD)")
+    args = ap.parse_args()
+    summary = json.loads((args.folder / "summary.json").read_text())
+    stamp = datetime.datetime.fromtimestamp((args.folder / "summary.json").stat().st_mtime, datetime.timezone.utc)
+    provenance = {"command": f"windtunnel llm --config {summary['name']} --out {args.folder}",
+                  "commit": args.commit or head_commit(), "date": stamp.isoformat(timespec="seconds"),
+                  "machine": machine(), "concurrent": args.concurrent}
+    seconds = sum(r["seconds"] or 0 for r in summary["rows"])
+    provenance |= gnu_time(args.time) if args.time else {"wall_time": f"{seconds:.0f} s summed over the models' own timings"}
+    record = {"title": f"The comparison {summary['name']}: {summary['description']}", "provenance": provenance,
+              "summary": summary}
+    out = ROOT / "results" / "llm" / f"{summary['name']}.json"
+    out.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+    print(f"written: {out}; now run: make results")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""Results page: Language models (the comparisons of results/llm/ and the single-model records),
+and the blocks of docs/llm.md that show them."""
+
+import json
+
+from _lib import Context, provenance_line
+
+TITLE = "Language models"
+NAV = ""
+ORDER = 70
+#: the single-model records, each a block of docs/llm.md named llm-<record>
+RECORDS = ("smollm2", "smollm2-defaults", "capture-cost", "pythia-cost")
+#: the comparisons (records with the ``summary.json`` that ``windtunnel llm --config`` writes)
+COMPARISONS = ("paper3-offline",)
+
+
+def comparison(ctx: Context, name: str) -> str:
+    """A recorded comparison: its provenance with the time it took, then the models, headline
+    numbers, claims and dissociation (``windtunnel.llm.compare_md``, the command's own tables)."""
+    from windtunnel.llm.compare_md import results_markdown
+
+    path = ctx.data_dir / f"{name}.json"
+    rec = json.loads(path.read_text())  # floats, as the comparison wrote them
+    ctx.used.add(f"{ctx.topic}/{name}")
+    p = rec["provenance"]
+    cost = (f"Wall time {p['wall_time']}; CPU time (user + system) {p['cpu_time']}; peak resident memory "
+            f"{p['peak_rss']}." + (f" Note: {p['note']}." if p.get("note") else ""))
+    return "\n".join([f"**{rec['title']}**", "", provenance_line(p, f"{ctx.topic}/{name}.json"), "", cost, "",
+                      *results_markdown(rec["summary"])])
+
+
+def blocks(ctx: Context) -> dict[str, str]:
+    out = {f"llm-{n}": comparison(ctx, n) for n in COMPARISONS}
+    out |= {f"llm-{n}": ctx.table(n) for n in RECORDS}
+    return out
+
+
+def render(ctx: Context) -> str:
+    shown = blocks(ctx)
+    return ctx.template(ctx.template_file(), tables={k.removeprefix("llm-"): v for k, v in shown.items()})
