@@ -29,7 +29,7 @@ import _figures
 from _tables import format_cell, load_json, render_table
 
 REQUIRED = ("command", "commit", "date", "machine", "concurrent")
-_DIRECTIVE = re.compile(r"\{\{\s*(table|figure|block)\s+([\w.\-]+)\s*\}\}")
+_DIRECTIVE = re.compile(r"\{\{\s*(table|figure|block)\s+([\w.\-/]+)\s*\}\}")  # NAME or TOPIC/NAME
 
 
 @dataclass
@@ -75,8 +75,9 @@ class Context:
         return f"![{caption}]({stem}.png)"
 
     def curves(self, name: str, topic: str, *, every: int, unit: str, ylabel: str, log: bool = True) -> str:
-        """A learning-curve table (one row per run: its label, maybe its ``lr``, and one column of
-        values every ``every`` ``unit``) drawn as a plot, one line per row; the markdown image."""
+        """A learning-curve table (one row per run: its label, maybe its ``lr`` and its ``from_step``
+        (default: ``every``), and one column of values every ``every`` ``unit``) drawn as a plot,
+        one line per row; the markdown image."""
         rec = self.data(name, topic)
         series_key = next(c["key"] for c in rec["columns"] if all(isinstance(r.get(c["key"]), list) for r in rec["rows"]))
         label_key = rec["columns"][0]["key"]
@@ -86,7 +87,8 @@ class Context:
             label = str(row[label_key]) + (f" (lr {format_cell(row['lr'], {'sci': True})})" if "lr" in row else "")
             values = row[series_key]
             cut = values.index("...") if "..." in values else len(values)  # values after "..." are the run's last
-            steps = [*range(1, cut + 1), *range(full - (len(values) - cut - 1) + 1, full + 1)]
+            first = int(row.get("from_step", every)) // every  # a curve recorded from a later step
+            steps = [*range(first, first + cut), *range(full - (len(values) - cut - 1) + 1, full + 1)]
             points = [(every * k, number(v)) for k, v in zip(steps, [*values[:cut], *values[cut + 1:]])]
             xs[label], series[label] = [x for x, _ in points], [y for _, y in points]
         data = {"xs": xs, "series": series, "xlabel": unit, "ylabel": ylabel, "log": log, "title": ""}

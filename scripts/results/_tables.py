@@ -196,8 +196,10 @@ def format_cell(cell: Any, fmt: dict | None = None) -> str:
 
 def cell_numbers(cell: Any) -> list[float]:
     """Every number a cell holds, as floats (for the check of the prose that cites them)."""
-    if cell is None or isinstance(cell, (str, bool)):
+    if cell is None or isinstance(cell, bool):
         return []
+    if isinstance(cell, str):  # numbers written into text cells ("0.053; 1.15", a curve as text)
+        return [float(x.replace("−", "-")) for x in re.findall(r"[−-]?\d+\.\d+", cell)]
     if isinstance(cell, (int, float, Decimal)):
         return [float(cell)]
     if isinstance(cell, list):
