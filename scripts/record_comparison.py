@@ -2,8 +2,8 @@
 comparison's summary.json (what ``windtunnel llm --config NAME --out DIR`` wrote) with its
 provenance, for the results renderer (scripts/results/llm.py) to turn into the docs' tables:
 
-    /usr/bin/time -v windtunnel llm --config paper3-offline --out DIR 2> DIR/time.txt
-    python scripts/record_comparison.py DIR --concurrent "nothing" [--time DIR/time.txt]
+    /usr/bin/time -v -o time.txt windtunnel llm --config paper3-offline --out DIR
+    python scripts/record_comparison.py DIR --concurrent "nothing" [--time time.txt]
 
 ``--time`` reads GNU time's verbose report (wall clock, user + system CPU, peak resident memory).
 """
