@@ -1,11 +1,10 @@
 """One analysis as one record, and the ordered registry of them (geometry and llm share both).
 
-An :class:`Analysis` carries everything the runner and the writers need: its name (the key in
-the results and on the command line), the title of its markdown section, whether it applies,
-how it runs, how its markdown section and its plots are drawn, and whether it needs the captured
-activations. A package keeps its analyses in one :class:`AnalysisRegistry`, whose registration
-order is the order they run and are written in; adding an analysis is one module with one record,
-registered there.
+An :class:`Analysis` carries everything the runner and the writers need: its name (the key in the
+results and on the command line), the title of its markdown section, whether it applies, how it
+runs, how its markdown section and plots are drawn, and whether it needs the captured activations.
+A package keeps its analyses in one :class:`AnalysisRegistry`, whose registration order is the
+order they run and are written in; adding an analysis is one module with one record, registered there.
 
 Every analysis of every package has the same four callables (the :class:`Applies`, :class:`Run`,
 :class:`Markdown` and :class:`Plot` protocols), called by position:

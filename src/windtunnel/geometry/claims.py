@@ -1,37 +1,21 @@
 """Paper I's geometric claims, checked against the diagnostics of trained runs.
 
-Each claim names the analysis and the runs it reads (task, architecture), what Paper I reports,
-and a rule that turns the measured numbers into a verdict: ``holds``, ``partly`` (the effect is
-there against its null but smaller than the paper's) or ``does not hold``. The rules:
+Each :class:`Claim` of :data:`CLAIMS` names the analysis and the run it reads (task, architecture),
+what Paper I reports, and a rule that turns the measured numbers into a verdict: ``holds``,
+``partly`` (the effect is there against its null but smaller than the paper's) or ``does not
+hold``. :func:`check` maps (task, model) to the ``results`` of that run's ``diagnostics.json`` and
+returns one row (claim, paper, run, measured, verdict) per claim whose run was diagnosed.
 
-* **HMM value manifold** (transformer, ``value_manifold``): the most one-dimensional
-  representation has standardised PC1 > 80% (the authors' REPRODUCE file: "PC1 explains > 80%
-  variance; strong entropy-PC1 correlation") and |Spearman(PC1, H_Bayes)| >= 0.7 -> holds; PC1
-  above its step-0 value with |Spearman| >= 0.5 -> partly.
-* **Attention focusing** (transformer, ``attention``): the scored-row attention entropy falls
-  from the first to the last layer by >= 10% and the last layer is below its step-0 entropy (the
-  bootstrap 95% CI of trained - step 0 is below 0) -> holds; a layer below step 0 -> partly.
-* **Mamba's five clusters on HMM** (mamba, ``recurrent``): k-means with k = S on the final
-  states has purity >= 0.8 against the hidden state -> holds (one cluster per state); purity
-  above the permuted-label null by >= 0.1 -> partly.
-* **Layer-0 key frame (bijection)** (transformer, ``key_frame``): the layer-0 raw keys of the
-  hypothesis tokens are below their random value by at least the paper's factor (0.052 / 0.082 of
-  it) with Monte Carlo p < 0.05 -> holds; below random with p < 0.05 -> partly. Raw keys at least
-  0.1 above random whose centred keys stay within a quarter of that excess of their own random
-  value are read as one direction all the keys share. The study of why our keys are not
-  orthogonal (model, format, head, norm, biases, init, budget, keys with replacement):
-  docs/results/keyframe.md; its conclusion in docs/geometry.md ("Why our layer-0 keys are
-  collinear"). In short: not the model (the authors' TinyGPT trained here is as collinear as
-  our transformer) but the sep-vocab task: every key embedding grows the same direction (raw
-  0.98-0.99, centred 0.17-0.24 against 0.16 random); nor a budget within reach (3x the quick
-  steps: raw 0.994, centred 0.237, both further from orthogonal; the paper's budget on a GPU is
-  prepared, scripts/gpu/keyframe_paper_budget.py, not run).
-* **Frame head (bijection)** (transformer, ``ablation``): the most damaging head does at least 2x
-  the runner-up's damage and its removal at least doubles the entropy error -> holds; 2x the
-  runner-up with a smaller error increase -> partly.
-* **Top-layer attention and length** (HMM transformer, ``ablation``): removing the top layers'
-  attention multiplies the entropy error at K = 50 by at least twice the factor at the training
-  length (the paper: 0.0288 -> 1.79 bits at K = 50) -> holds; a larger factor at K = 50 -> partly.
+The rules, "holds; partly" (their sources: docs/geometry.md, "Paper I's geometric claims"):
+
+* HMM value manifold: the most one-dimensional representation has standardised PC1 > 80% and
+  |Spearman(PC1, H_Bayes)| >= 0.7; PC1 above its step-0 value and |Spearman| >= 0.5.
+* attention focusing (HMM; bijection): the scored-row entropy falls >= 10% from the first to the
+  last layer and the last layer is below step 0 (bootstrap 95% CI); some layer below step 0.
+* Mamba's five clusters on HMM: k-means (k = S) purity >= 0.8; >= 0.1 above permuted labels.
+* layer-0 key frame (Monte Carlo p < 0.05): raw keys <= :data:`PAPER_KEY_RATIO` x random; below random.
+* frame head: the top head does >= 2x the runner-up's damage and doubles the error or more; >= 2x only.
+* top-layer attention and length: removal's error factor at K = 50 >= 2x that at training length; larger.
 """
 
 from __future__ import annotations

@@ -1,27 +1,21 @@
 """Filter probe: does the model's state carry the exact filter mean of a state-space task?
 
 Applies to tasks whose batches carry a ``filter_mean`` latent (B, P, n): the exact filtered mean
-x̂ after each observation, one row per scored position, such that the scored position j
-(0-based) has read j observations (the kalman tunnel: its scored position of step k >= 2 is the
-token y_{k-1}, and ``filter_mean[:, k-2]`` = x̂_{k-1|k-1}). Every scored position j >= 1 is one
-point, labelled by ``filter_mean[:, j-1]`` (position 0 has read no observation and is left out).
+x̂ after each observation, one row per scored position, such that the scored position j (0-based)
+has read j observations (kalman: the scored position of step k >= 2 is the token y_{k-1}, and
+``filter_mean[:, k-2]`` = x̂_{k-1|k-1}). Every scored position j >= 1 is one point, labelled by
+``filter_mean[:, j-1]``; position 0 has read no observation and is left out.
 
-For every representation (the embedding, every layer's residual/hidden state ``blocks.{i}.resid_post``
-and the final-normed state ``final``): a linear ridge probe (closed form; features standardised
-with the training split's statistics; penalty 1e-3 per training point, as
-:func:`windtunnel.stats.probe_r2`) from the state to x̂ in R^n, fitted on 80% of the sequences and
-scored on the other 20% (split by sequence, seeded): held-out R² pooled over the n coordinates
-(1 - sum of squared errors / total sum of squares, over all coordinates) and per coordinate. The
-same probe to the scalar predictive mean C A x̂ (what the output head must produce anyway): a
-model can hold the prediction without the state; R² for x̂ near the predictive mean's says it
-holds the state.
+For every representation (``embed``, every layer's ``blocks.{i}.resid_post`` and ``final``): a
+linear ridge probe to x̂ in R^n (closed form; features standardised with the training split's
+statistics; penalty 1e-3 per training point, as :func:`windtunnel.stats.probe_r2`), fitted on 80%
+of the sequences and scored on the other 20% (split by sequence, seeded): held-out R² pooled over
+the n coordinates (1 - sum of squared errors / total sum of squares, over all coordinates) and per
+coordinate. The same probe to the scalar predictive mean C A x̂ is reported beside it.
 
-Nulls: the same probes on the step-0 model (the other analyses' null), and the probe to
-shuffled labels (rows of x̂ permuted, seeded). The embedding row is what the current input
-token alone gives: for kalman about nothing, because x̂ is in the coordinates of the A and C
-the header shows, which are random per sequence (C and -C equally likely), so no fixed linear
-map from y_t reaches it; a linear read-out needs a state that has combined the header with the
-observations.
+Nulls: the same probes on the step-0 model, and the probe to shuffled labels (rows of x̂ permuted,
+seeded). How to read the predictive-mean probe and the embedding row: docs/geometry.md, "Choices
+to know about".
 """
 
 from __future__ import annotations

@@ -1,36 +1,21 @@
 """Key frame (Paper I section 6.1): are the keys of the hypothesis tokens orthogonal?
 
-For layer l and head h, with W_K^{(l,h)} the model's key weights (``model.key_weights(l)``; the
-transformer's: rows d + h*d_head .. d + (h+1)*d_head of its fused ``qkv.weight``):
+For models with attention and key weights (``model.has_attention``, ``model.key_weights(l)`` not
+None) on tasks with ``task.hypothesis_tokens()``; per layer and head, per variant (:data:`VARIANTS`):
 
-* ``tokens_raw`` (the authors' ``qkv_analysis.py``; headline): keys K = E W_K^T of the raw token
-  embeddings E (no position, no norm) of the task's hypothesis tokens, at every layer.
-* ``tokens_prenorm``: the same keys after the layer's own pre-attention norm (``norm1``) is
-  (``model.attention_norm(l)``) applied to E; at layer 0 that is what the first attention really
-  sees, bar the positions.
-* ``wk_columns`` (Paper III section 3.2): the d_head columns of W_K^{(l,h)} in R^d, no tokens.
-* ``tokens_centred``: the ``tokens_raw`` keys minus their mean over the token set, per head. A
-  component every key shares (a common direction that a softmax ignores) makes raw keys look
-  collinear; centring asks whether the keys still differ along orthogonal directions.
-* ``ov`` / ``ov_centred``: the OV vectors W_O^{(l,h)} W_V^{(l,h)} e of the token embeddings e
-  (in R^d, raw and centred), the vectors attention writes into the residual stream. When attention
-  spreads uniformly over the used values, its output is their mean OV vector, and telling which
-  values were used needs these to be near-orthogonal: the frame elimination needs.
-* ``value_...`` (tasks with ``value_tokens()``, the sep-vocab bijection): every token variant for
-  the V value tokens, the tokens an attention head must tell apart to know which answers are used
-  (in the paired format keys and values share tokens 0..V-1, so one set covers both).
+* ``tokens_raw`` (headline; the authors' ``qkv_analysis.py``): keys E W_K^T of the raw token
+  embeddings E of the hypothesis tokens (no position, no norm), at every layer;
+* ``tokens_prenorm``: the same keys after the layer's own pre-attention norm (``attention_norm(l)``);
+* ``tokens_centred``: the ``tokens_raw`` keys minus their mean over the token set, per head;
+* ``ov`` / ``ov_centred``: the OV vectors W_O W_V e of the token embeddings (``ov_weights(l)``);
+* ``wk_columns`` (Paper III section 3.2): the d_head columns of W_K in R^d, no tokens;
+* ``value_...``: the token variants for the task's ``value_tokens()`` (the sep-vocab bijection).
 
-It applies to models with attention (``model.has_attention``) and key weights
-(``model.key_weights(0)`` not None) on tasks with ``task.hypothesis_tokens()``.
-
-The statistic is the mean |off-diagonal cosine| of the rows of K (0 = orthogonal); the signed
-mean (what ``qkv_analysis.py`` prints) is recorded beside it. Nulls: the
-step-0 checkpoint (same statistic), and ``n_null`` freshly initialised models of the run's own
-architecture and initialisation law (``model_params.init``), one seed each. Tests: a Monte Carlo
-p-value of the layer mean against the random draws (one-sided,
-"less orthogonal than random?" is the alternative "less"), and a two-sided permutation test of
-trained against step-0 |cos| values pooled over the layer's heads and token pairs (pairs are
-not independent, so read it as a descriptive test).
+The statistic is the mean |off-diagonal cosine| (0 = orthogonal), the signed mean beside it.
+Nulls: the step-0 checkpoint and ``n_null`` fresh initialisations of the run's architecture under
+its own ``model_params.init``. Tests: a one-sided Monte Carlo p of the layer mean against the random
+draws (below random), and a permutation test of trained against step-0 |cos| over the layer's heads
+and token pairs (descriptive: pairs are not independent). Why each variant: docs/geometry.md.
 """
 
 from __future__ import annotations

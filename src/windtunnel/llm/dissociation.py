@@ -2,25 +2,20 @@
 models of a comparison and the grouped-query or sliding-window (GQA/SW) ones?
 
 The effect is the difference of the group means, MHA minus GQA/SW, of a focusing summary of each
-model's ``llm.json`` (the relative entropy drop first to last layer, the paper's measure; also the
-fraction of monotone steps and the slope on depth). Two uncertainties answer two questions:
+model's ``llm.json`` (:data:`METRICS`; :data:`PRIMARY`, the relative entropy drop first to last
+layer, is the paper's measure). Two uncertainties answer two questions:
 
-- **Across prompts** (these models): each model's bootstrap replicates (prompts resampled, kept in
-  its ``llm.json``) give a replicate of the difference; its 2.5-97.5 percentiles are the interval.
-  The replicates of different models are paired in an order drawn with a fixed seed, since every
-  model's bootstrap used the same seed and so the same resampling pattern. This interval says
-  whether *these* models differ beyond the noise of their prompt samples; it cannot separate
-  attention type from everything else the models differ in (data, size, training).
-- **Across models** (the architectures): an exact permutation test of the group labels over the
-  models (every split with the same group sizes; two-sided, |difference| at least the observed).
-  This is the test of the claim about architectures, and it needs models: with ``n`` models and
-  ``k`` on one side it cannot give a p below ``p_min``, the share of splits at least as extreme as
-  the most extreme one (2 + 2 models: 1/3). When ``p_min`` is above ``alpha``, or a side has fewer
-  than :data:`MIN_PER_SIDE` models, the result says plainly that too few models stand there for a
-  conclusion.
+- **Across prompts** (these models): each model's bootstrap replicates (kept in its ``llm.json``)
+  give a replicate of the difference, each model's replicates put in an order drawn with
+  :data:`SEED` before pairing; its 2.5-97.5 percentiles are the interval. It cannot separate attention type from
+  everything else the models differ in (data, size, training).
+- **Across models** (the architectures): an exact permutation test of the group labels (every
+  split with the same group sizes; two-sided, |difference| at least the observed). Its p cannot go
+  below ``p_min``, the share of splits at least as extreme as the most extreme one; when ``p_min`` is
+  above ``alpha``, or a side has under :data:`MIN_PER_SIDE` models, it says: too few models to conclude.
 
-Models with random weights are in the test when the comparison holds them (they exercise the
-machinery), and the test is repeated on the trained models alone.
+Random-weight models are in the test when the comparison holds them, and the test is repeated on
+the trained models alone. Why the replicates are paired: docs/llm.md, "The dissociation, as a test".
 """
 
 from __future__ import annotations

@@ -1,27 +1,21 @@
 """Entropy-axis interventions on the value projection (Paper III §4.6).
 
 Axis: for each layer, PC1 of the final-token values (concatenated over key/value heads) of the
-unperturbed SULA prompts. ``axis_space="raw"`` (default) takes PC1 of the centred raw values, so
-``v - (v.u)u`` removes exactly the PC1 direction of the data. ``"standardized"`` takes PC1 w of
-the standardized values and maps it to raw space as u ∝ D^-1 w (D = per-coordinate std), the
-direction whose raw projection v.u is an affine function of the standardized PC1 score, then
-renormalises. The sign is chosen so that corr(v.u, H_model) >= 0 (``axis_sign="positive"``,
-§4.5) or <= 0 (``"negative"``, §4.6); it matters only for the shift direction.
+unperturbed SULA prompts: of the centred raw values (``axis_space="raw"``, default: ``v - (v.u)u``
+removes exactly the data's PC1 direction), or of the standardized values, mapped to raw space as
+u ∝ D^-1 w (D = per-coordinate std) and renormalised (``"standardized"``). The sign makes
+corr(v.u, H_model) >= 0 (``axis_sign="positive"``, §4.5) or <= 0 (``"negative"``, §4.6).
 
 Operators, applied by a forward hook on the value projection output at **all positions** of
-every layer in a set (explicit 0-based indices; -1 and out-of-range indices are rejected):
+every layer in a set (explicit 0-based indices; -1 and out-of-range indices are rejected): cut
+v - (v.u)u (paper lambda = 1, the authors' lambda_scale = 0), only (v.u)u, shift v + delta sigma u
+(delta = +-shift_sigma, sigma = std of v.u over the SULA prompts), and ``random_*``: the same
+with a seeded Gaussian unit axis r (seed + layer), optionally orthogonalised against u.
 
-- cut: v - (v.u)u   (paper lambda = 1; the authors' code calls it lambda_scale = 0)
-- only: (v.u)u
-- shift: v + delta sigma u, delta = +-shift_sigma, sigma = std of v.u over the SULA prompts
-- random_*: the same with a seeded Gaussian unit axis r (seed + layer), optionally
-  orthogonalised against u.
-
-Outcomes: SULA calibration deltas against the unperturbed run, and the axis-entropy
-correlation Pearson corr(v.u, H_model) measured with the unperturbed axes at the cut layer
-(after the intervention: by construction ~0 for a true cut, as in the authors' code) **and
-downstream** at every later layer, plus PC1 of the perturbed values re-estimated at each layer
-and PC1 of the final residual stream.
+Outcomes: SULA calibration deltas against the unperturbed run, and the axis-entropy correlation
+corr(v.u, H_model) with the unperturbed axes at the cut layer and **downstream** at every later
+layer, plus PC1 of the perturbed values re-estimated at each layer and PC1 of the final residual
+stream. Where the paper and the authors' code differ: docs/llm.md, "6. interventions".
 """
 
 from __future__ import annotations

@@ -9,17 +9,15 @@ running it needs in the chosen dtype:
   filled, so its load holds about 4 bytes per parameter more; a model for a GPU is loaded on the
   CPU first and then moved (``load_model``), so the CPU holds its weights once;
 - a second copy of the weights when ``init_revision`` loads a checkpoint at initialisation;
-- activations of one batch: the eager attention matrices of one layer
-  (batch x query heads x T x T in float32, T = ``max_prompt_tokens``, an upper bound) and the
-  hidden states (batch x T x d_model x 8 float32 buffers).
+- activations of one batch, in float32: one layer's eager attention matrices (batch x query heads
+  x T x T, T = ``max_prompt_tokens``, an upper bound) and the hidden states (batch x T x d_model x 8).
 
 It compares that with what the machine has available (Linux ``MemAvailable``, the cgroup's limit,
-each GPU's free memory, or ``memory_limit_gib`` when given) and, when it does not fit, raises a
-:class:`MemoryRefused` that names what the model needs, what the machine has, and the options
-that would fit (a smaller dtype, ``device_map``), before anything is loaded or written.
-
-:class:`PeakMemory` samples this process's resident memory (and the GPU's peak allocation) while
-a model runs, so a comparison records the peak of each model, not of the process so far.
+each GPU's free memory, or ``memory_limit_gib``) and, when it does not fit, raises a
+:class:`MemoryRefused` naming what the model needs, what the machine has, and the options that
+would fit (a smaller dtype, ``device_map``), before anything is loaded or written.
+:class:`PeakMemory` samples this process's resident memory (and the GPU's peak allocation) while a
+model runs, so a comparison records the peak of each model, not of the process so far.
 """
 
 from __future__ import annotations

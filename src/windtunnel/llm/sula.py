@@ -1,10 +1,9 @@
 """SULA prompts for pretrained LMs, their exact posterior and the calibration metrics (Paper III §4).
 
 Generative model: a hidden class y in {L1, L2} with a uniform prior; each of k examples is a
-carrier word (one of Paper III's 70 sentiment words, ignored by the Bayes model) with a label
-that equals y with probability alpha = 0.9. Exact posterior p(L1 | labels) =
-sigmoid((n_L1 - n_L2) ln(alpha / (1 - alpha))), computed by
-:meth:`windtunnel.tasks.sula.SULATask.posterior`; H_Bayes is its binary entropy in bits.
+carrier word (one of Paper III's 70 sentiment words, ignored by the Bayes model) with a label that
+equals y with probability alpha = 0.9. Exact posterior (:meth:`windtunnel.tasks.sula.SULATask.posterior`):
+p(L1 | labels) = sigmoid((n_L1 - n_L2) ln(alpha / (1 - alpha))); H_Bayes is its binary entropy in bits.
 
 Prompt text follows the authors' released generator: ``w1: lab1, w2: lab2. test:`` (k >= 1)
 and ``test:`` (k = 0), with labels chosen per model as the first candidates that are exactly
@@ -17,8 +16,8 @@ Controls (paired with the main prompts: same words, classes and draws):
 - ``lexical_remap``: the next single-token label pair; H_Bayes unchanged.
 - ``shuffled``: every example label redrawn uniformly; labels carry no evidence, H_Bayes = 1.
 - ``ablation_labels`` (option A): every example label replaced by the mask text; H_Bayes = 1.
-- ``ablation_carriers`` (option B, the paper's literal "replace carrier tokens"): carrier words
-  replaced by the mask text, labels kept; H_Bayes unchanged (the carriers were never evidence).
+- ``ablation_carriers`` (option B, the paper's "replace carrier tokens"): carrier words masked,
+  labels kept; H_Bayes unchanged (the carriers were never evidence).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """Gated DeltaNet in pure PyTorch: the transformer's blocks with attention replaced by the gated
-delta rule (Schlag et al. 2021; Yang, Wang, Zhang, Shen & Kim 2024, "Parallelizing linear
-transformers with the delta rule over sequence length"; Yang, Kautz & Hatamizadeh 2025, "Gated
-delta networks").
+delta rule (Schlag et al. 2021; Yang et al. 2024 and 2025; the references: docs/models.md).
 
 Per head, with L2-normalised keys and queries and the state S_t (d_v, d_k),
 S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T and z_t = S_t q_t: each step

@@ -7,17 +7,10 @@ y_t = C_t h_t + D u_t, gated by SiLU(z), out_proj. The kernels (C++ on the CPU, 
 ``selective_scan_fn`` on CUDA when it is installed, else pure PyTorch) are in
 :mod:`windtunnel.models.ops`, each beside its pure-PyTorch reference.
 
-``variant="authors"``: the Mamba of Paper I's reference code (``vishalmisra/bayesian-wind-tunnel``,
-``experiments/paper1_hmm/train_mamba.py``). Its blocks are ``x + mixer(x)`` (no pre-norm) and the
-final norm is a LayerNorm; in the mixer dt has rank 1 (dt_proj weight U(+-0.01), bias 0.1, so dt
-starts at softplus(0.1)), dt = clamp(softplus(.), 1e-4, 10), A = -exp(min(A_log, 5)) with one
-A_log (d_state,) shared by all channels, A = -0.1 [1..d_state] at init, and the scan output
-passes a LayerNorm(d_inner) before the D skip: out_proj((LN(scan) + D u) * SiLU(z)). The head is
-our ``OutputHead``: a Linear with bias and PyTorch's initialisation, as theirs (their embedding
-is PyTorch's N(0, 1): ``init="torch"``). One departure: their scan also clamps exp's argument to
-[-20, 0], dt B u to +-10 and the state to +-100, and their model zeroes NaNs in the residual
-stream; these numerical guard rails are left out, so the scan runs in the C++ kernel (or
-``mamba_ssm``'s) rather than a Python loop over time. They do nothing unless a value reaches them.
+``variant="authors"``: the Mamba of Paper I's reference code (``vishalmisra/bayesian-wind-tunnel``):
+no pre-norm, a final LayerNorm, dt of rank 1 clamped to [1e-4, 10], one A_log shared by all
+channels, a LayerNorm on the scan output before the D skip; their scan's numerical guard rails
+are left out. Each difference and its initialisation: docs/models.md, "The authors' Mamba".
 
 Capture points: ``embed``, ``blocks.{i}.ssm.dt`` (B, T, d_inner), ``blocks.{i}.ssm.B`` and
 ``blocks.{i}.ssm.C`` (B, T, d_state), ``blocks.{i}.resid_post`` (B, T, d), ``final`` (the same

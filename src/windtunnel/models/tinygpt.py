@@ -12,13 +12,12 @@ transformer class with those defaults as its config (``norm="rmsnorm"``, ``norm_
 names, head mask, bypass, key and OV weights, and capacity knob. Every field can be set back to
 the transformer's, one at a time (the key-frame study does: ``scripts/keyframe_study.py``).
 
-Our input vocabulary has a padding id the authors' has not (it is never an input of a task
-sequence, its embedding row stays zero, and the whole-vocabulary softmax leaves it out), and our
-outputs are the logits of the task's answer tokens, the columns of their whole-vocabulary logits
-(``tests/models/test_tinygpt.py`` checks both on the same weights against their module, when
-their files are present). On a task without answer tokens (vector inputs, Gaussian answers)
-the head is untied unless ``tie_head`` is given. Their pointer-lookup option (a repo experiment, not Paper I) is not
-carried.
+Our input vocabulary has a padding id the authors' has not (never an input, its embedding row stays
+zero, the whole-vocabulary softmax leaves it out), and our outputs are the logits of the task's
+answer tokens, the columns of their whole-vocabulary logits (``tests/models/test_tinygpt.py``
+checks both against their module on the same weights, when their files are present). On a task
+without answer tokens the head is untied unless ``tie_head`` is given. Their pointer-lookup option
+(a repo experiment, not Paper I) is not carried.
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
 """The primitive scorecard of one architecture: a small sweep, scored against exact posteriors.
 
-``windtunnel scorecard MODEL`` scores MODEL (a registered name or a user's
-``package.module:Class``) on the inference primitives: Paper I's three tunnels (bijection:
-accumulation; HMM: transport; recall: binding) plus in-context regression (continuous beliefs),
-SULA, Kalman filtering (continuous transport), Dirichlet-categorical counting and change-points
-(revision), capacity-matched to the reference transformer, with the budget of ``paper1-quick``
-(the quick profiles) or the paper's (``--profile paper``). How it gets a decisive answer fast:
+``windtunnel scorecard MODEL`` scores MODEL (a registered name or a user's ``package.module:Class``)
+on the inference primitives: Paper I's three tunnels (bijection: accumulation; HMM: transport;
+recall: binding) plus in-context regression (continuous beliefs), SULA, Kalman filtering (continuous
+transport), Dirichlet-categorical counting and change-points (revision), capacity-matched to the
+reference transformer, with the budget of ``paper1-quick`` (the quick profiles) or the paper's
+(``--profile paper``). How it gets a decisive answer fast:
 
 - **the reference is data**: the transformer's results at every rung ship with the package
-  (:mod:`~windtunnel.sweep.reference`); only MODEL trains (``--reference train`` trains the
-  transformer too, ``--reference FOLDER`` reads runs of one's own, ``--reference none`` leaves it out);
+  (:mod:`~windtunnel.sweep.reference`); only MODEL trains (other sources: ``--reference train|FOLDER|none``);
 - **the learning rate is searched** where the profile commits none, by the annealed search with
   the plateau guard (:mod:`~windtunnel.sweep.tune`; ``--full``: every rate to the end);
 - **runs decide early**: a run stops once its probe and its full evaluation agree that the
@@ -17,8 +16,8 @@ SULA, Kalman filtering (continuous transport), Dirichlet-categorical counting an
 - **the ladder is searched, not swept**: the profile's own rung first, then up while realised
   and down while not (``--full-ladder``: every rung).
 
-It is an ordinary sweep (run folders, resume, the Ray backend, tables, ``windtunnel report``); the
-pieces that make and read it are in :mod:`~windtunnel.sweep.scorecard_doc`.
+It is an ordinary sweep (run folders, resume, the Ray backend, tables, ``windtunnel report``);
+what makes and reads it is in :mod:`~windtunnel.sweep.scorecard_doc`.
 """
 
 from __future__ import annotations

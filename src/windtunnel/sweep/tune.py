@@ -2,25 +2,20 @@
 
 One protocol for every architecture, the transformer included (``windtunnel tune``, and
 ``windtunnel scorecard`` for a model whose profile commits no value). The candidates are the
-points of a grid (by default five log-spaced learning rates from 1e-4 to 1e-2, as zoology's
-``np.logspace(-4, -2, 4)`` with one point more). Each candidate is the very run a sweep would
-train with that setting (same content-hashed folder, same schedule, same data), so nothing is
-thrown away:
+points of a grid (by default five log-spaced learning rates from 1e-4 to 1e-2), each the very run
+a sweep would train with that setting (same content-hashed folder, schedule and data):
 
 1. every candidate trains to the first comparison point (10% of ``train.steps`` by default) and
    pauses with a resumable checkpoint; the held-out probe (``probe_*`` in ``metrics.jsonl``,
    sequences of the ``probe`` split, never the evaluation's) scores it there;
-2. the best ``ceil(n / eta)`` resume to the next comparison point (30%), and so on; after the
-   last one candidate is left;
-3. the winner resumes to the end and is evaluated: it is the run the scorecard or sweep then
-   reuses.
+2. the best ``ceil(n / eta)`` resume to the next comparison point (30%), and so on;
+3. the one left resumes to the end and is evaluated: the run the scorecard or sweep then reuses.
 
-With the defaults (5 candidates, compared at 10% and 30%, eta 2) the search costs 5 x 0.1 + 3 x
-0.2 + 0.7 = 1.8 runs' steps, the winner's own run included. ``full=True`` trains every candidate
-to the end instead. A candidate whose loss turns non-finite counts as the worst. Every stage's
-candidates run through the one job runner (:func:`~windtunnel.sweep.jobs.run_jobs`). The table of
-every candidate at every point it reached is written as ``tune-<task>-<model>.json`` / ``.csv`` /
-``.md`` (:mod:`~windtunnel.sweep.tune_files`) with the search's cautions (:func:`cautions`).
+``full=True`` trains every candidate to the end instead; a candidate whose loss turns non-finite
+counts as the worst. Every stage runs through :func:`~windtunnel.sweep.jobs.run_jobs`. The table
+of every candidate at every point it reached is ``tune-<task>-<model>.json`` / ``.csv`` / ``.md``
+(:mod:`~windtunnel.sweep.tune_files`), with the search's :func:`cautions`. Cost, score and
+cautions: docs/sweeps.md, "Tuning: one protocol for every architecture".
 """
 
 from __future__ import annotations

@@ -3,28 +3,19 @@
 Every sequence is a stream of ``n_steps`` categorical observations over ``n_obs`` symbols. The
 generating distribution p ~ Dirichlet(alpha, ..., alpha) is drawn at t = 1, and before each
 step t >= 2 a change-point happens independently with probability ``h`` (constant hazard): then
-p is redrawn from the same prior, otherwise it stays. Convention: the first observation always
-opens a segment and no change is drawn before it (a change there would only redraw p from the
-same prior, so it would not change the law of the stream).
+p is redrawn from the same prior, otherwise it stays. No change is drawn before x_1.
 
 Tokens: the symbols are ids 0..n_obs-1 (the answers), a start token ``<s>`` = n_obs and a
 padding id n_obs + 1 that never occurs. The sequence is ``<s> x_1 ... x_{T-1}`` (T = n_steps):
-every position is scored, with the next observation as the target (the start token predicts
-x_1, each x_t predicts x_{t+1}), so the T-th observation is a target only.
+every position is scored, with the next observation as the target.
 
 The exact predictive is the run-length recursion of Adams & MacKay with the Dirichlet-categorical
-underlying predictive model, in float64 and renormalised at every step (so long streams
-cannot underflow). At position j (after x_1..x_j) let r_j be the number of observations of the
-current segment so far, with posterior w_j(r) = p(r_j = r | x_1..j) (r_0 = 0). The next
-observation either continues the segment (1 - h) or opens a new one (h):
-
-    p(x_{j+1} = k | x_1..j) = sum_r pi_j(r) (c_k(r) + alpha) / (r + n_obs alpha),
-    pi_j(r) = (1 - h) w_j(r) + h [r = 0],   (at j = 0: pi_0 = delta_0, the prior predictive)
-
-with c_k(r) the count of symbol k among the last r observations; after x_{j+1} is seen,
-w_{j+1}(r + 1) is proportional to pi_j(r) (c_{x_{j+1}}(r) + alpha) / (r + n_obs alpha).
-h = 0 is the Dirichlet-categorical predictive of everything seen (the ``never_forgets``
-baseline); h = 1 makes every observation a fresh draw, so the predictive is uniform.
+predictive (:func:`run_length_filter`; float64, renormalised at every step): after x_1..x_j,
+p(x_{j+1} = k) = sum_r pi_j(r) (c_k(r) + alpha) / (r + n_obs alpha), with
+pi_j(r) = (1 - h) w_j(r) + h [r = 0], w_j the run-length posterior and c_k(r) the count of k
+among the last r observations. h = 0 is the ``never_forgets`` baseline; h = 1 makes the
+predictive uniform. The recursion in full, the latents, baselines and state labels:
+docs/tasks.md, "changepoint".
 """
 
 from __future__ import annotations

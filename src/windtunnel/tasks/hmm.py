@@ -11,13 +11,12 @@ Token format (authors' ``HMMTokenizer``): probability tokens for 0.05, 0.06, ...
 0-95), [TRANS]=96, [EMIT]=97, [SEP]=98, [OBS]=99, observation symbols 100..100+O-1, and a
 padding id after them (vocabulary 105 + 1 for S = O = 5). With ``floor`` below 0.05 the
 probability tokens start at 0.00 instead (101 of them) and the other ids shift by 5. The 0.01
-grid is always on: a token header can only show grid values, and the posterior must be
-computed from exactly what the model sees. Sequence: ``[TRANS] T(row-major) [EMIT] E(row-major) [SEP]`` (53
-tokens for S = O = 5) followed by ``[OBS] o_t`` pairs; the scored positions are the
-observation symbols.
+grid is always on: a token header can only show grid values. Sequence:
+``[TRANS] T(row-major) [EMIT] E(row-major) [SEP]`` (53 tokens for S = O = 5) followed by
+``[OBS] o_t`` pairs; the scored positions are the observation symbols.
 
 First-step conventions: ``observe_first`` (authors' code: s_1 ~ pi, alpha_1 ∝ pi * E[:, o_1])
-or ``transition_first`` (summary A: s_0 ~ pi unobserved, s_1 ~ T[s_0]). The sampler follows
+or ``transition_first`` (summary A: s_0 ~ pi unobserved, s_1 ~ T[s_0]); the sampler follows
 the same convention as the posterior.
 """
 

@@ -1,30 +1,21 @@
 """Associative recall (Paper I v3, task C: random-access binding), in two layouts.
 
-Every sequence stores N fresh key-value bindings, then asks for the values of stored keys.
-The exact posterior at a query is a delta on the stored value (entropy 0); the measures are
-accuracy and entropy error.
+Every sequence stores N fresh key-value bindings, then asks for the values of stored keys; the
+prediction is read at each query key (next-token). The exact posterior at a query is a delta on
+the stored value (entropy 0); the measures are accuracy and entropy error.
 
 ``format="store_sep"`` (default): the authors' generator (``src/data/associative_recall.py``):
-PAD=0, STORE=1, FILLER=2, QUERY=3, SEP=4, keys from 10, values after the keys. Sequence:
-``[STORE k_i SEP v_i] x N``, ``FILLER x F``, then per query ``QUERY k_q <answer slot>`` with
-``FILLER x F/2`` between queries; M distinct stored keys are queried. The prediction is read at
-the query key (next-token). The authors fill the answer slot with PAD and mask it; here it
-holds a dedicated ANS placeholder (id 5, unused in their layout), so that the padding id
-never appears inside a sequence.
+PAD=0, STORE=1, FILLER=2, QUERY=3, SEP=4, ANS=5 (the answer slot, a masked PAD in theirs, so
+that the padding id never occurs in a sequence), keys from 10, values after the keys:
+``[STORE k_i SEP v_i] x N``, ``FILLER x F``, then ``QUERY k_q ANS`` per query with
+``FILLER x F/2`` between queries; M distinct stored keys are queried.
 
-``format="mqar"``: multi-query associative recall as in HazyResearch/zoology
-(``zoology/data/associative_recall.py``, ``multiquery_ar``): ``vocab_size`` tokens, of which
-token 0 is the filler, keys are ``1 .. vocab_size/2 - 1`` and values ``vocab_size/2 ..
-vocab_size - 1``; the sequence (length ``seq_len``) opens with the N pairs ``k_1 v_1 .. k_N v_N``,
-then every stored key is queried once, at even offsets ``2 g`` of the query region with gaps g
-drawn without replacement from a power law ``p(g) ∝ power_a (g + 1)^(power_a - 1)`` (the keys in
-a uniformly random order); the value
-is predicted at the query key. With ``random_non_queries`` every filler is replaced by a
-uniformly random token of the whole vocabulary. Here every zoology token id is shifted by one,
-so that id 0 stays the reserved padding id. One difference: zoology draws the query gaps per
-sequence; the Batch contract shares scored positions across a batch, so here they are drawn
-once per sampled batch (every batch fresh), which keeps each sequence's distribution but
-correlates the query layout within a batch.
+``format="mqar"``: multi-query associative recall as in HazyResearch/zoology (``multiquery_ar``),
+every token id shifted by one so that id 0 stays the padding id: the N pairs ``k v``, then every
+stored key queried once at an even offset 2 g of the rest, the gaps g drawn without replacement
+from the power law of ``power_a``; with ``random_non_queries`` every filler is a uniformly random
+token. The gaps are drawn once per batch (zoology: per sequence), since the Batch contract shares
+scored positions across a batch. Details: docs/tasks.md, "recall".
 """
 
 from __future__ import annotations

@@ -1,31 +1,21 @@
 """Experiment trackers: a run's metrics, config, evaluation and plots sent to TensorBoard, MLflow
 or Weights & Biases as well (``--log tensorboard,mlflow,wandb``; ``train(..., trackers=[...])``).
 
-Each tracker is an optional extra (``make setup EXTRAS=tensorboard``); :func:`parse_trackers`
-checks the names and imports the packages before anything is written, so a missing extra is a
-:class:`~windtunnel.config.ConfigError` with the install command. What goes to every tracker:
+:func:`parse_trackers` checks the names and imports each tracker's optional extra before anything
+is written (a missing one is a :class:`~windtunnel.config.ConfigError` with the install command).
+:class:`Tracking` drives one run's adapters (:data:`ADAPTERS`, each a :class:`Tracker`): the
+config flattened by :func:`flatten` (``train.lr``) as parameters, every row of ``metrics.jsonl`` at
+its step, and at the end the numbers of ``eval.json`` as ``eval/<length>/<metric>``
+(:func:`eval_metrics`) at the last step, with ``eval.json`` and the plots as artifacts.
+TensorBoard writes ``<run>/tensorboard/``; MLflow ``MLFLOW_TRACKING_URI``, else
+``sqlite:///<root>/mlflow.db``; W&B ``<run>/wandb/``, offline unless ``WANDB_MODE`` is set
+(``<root>``: the sweep folder for the runs of a sweep, else the run folder).
 
-- the resolved config, flattened (``train.lr``, ``model_params.d_model``), as parameters;
-- every row of ``metrics.jsonl`` (loss, lr, grad_norm, seconds and the probe metrics) at its step;
-- at the end, the numbers of ``eval.json`` as metrics ``eval/<length>/<metric>`` (``.../lo``,
-  ``.../hi`` for the intervals) at the last step, and ``eval.json`` and the plots as artifacts.
-
-Where it goes (``<root>`` is the sweep folder for the runs of a sweep, else the run folder):
-
-- TensorBoard: ``<run>/tensorboard/`` (``tensorboard --logdir <root>``); the config as hparams and
-  text, the plots as images;
-- MLflow: ``MLFLOW_TRACKING_URI`` when set, else a local store ``sqlite:///<root>/mlflow.db``
-  with artifacts in ``<root>/mlartifacts`` (MLflow 3 refuses its old ``mlruns`` file store);
-  experiment ``MLFLOW_EXPERIMENT_NAME``, else the sweep folder's name, else ``windtunnel``;
-- W&B: offline unless ``WANDB_MODE`` is set, files in ``<run>/wandb/`` (``wandb sync`` uploads
-  them); project ``WANDB_PROJECT``, else ``windtunnel``; grouped by the sweep folder's name.
-
-A resumed run goes on logging to the same place: ``<run>/tracking.json`` keeps each tracker's
-last logged step, the MLflow run id and the W&B run id. Rows already logged are not sent again,
-and a tracker first named on a run that has trained already gets its whole history.
-
-A tracker that fails (a full disk, a server gone) never stops or loses the run: the failure is
-warned once and that tracker is off for the rest of the run; ``metrics.jsonl`` is complete anyway.
+A resumed run goes on logging to the same place: ``<run>/tracking.json`` (:data:`STATE`) keeps
+each tracker's last logged step and the MLflow and W&B run ids; rows already logged are not sent
+again, and a tracker first named on a trained run gets its whole history. A tracker that fails
+never stops or loses the run: the failure is warned once and that tracker is off for the rest of
+the run. Where each tool writes and the settings it reads: docs/interop.md, "Experiment trackers".
 """
 
 from __future__ import annotations
