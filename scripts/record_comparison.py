@@ -26,10 +26,10 @@ def gnu_time(path: Path) -> dict[str, str]:
     text = path.read_text()
 
     def field(label: str) -> str:
-        m = re.search(rf"{re.escape(label)}[^:]*:\s*(.+)", text)
+        m = re.search(rf"^\s*{re.escape(label)}.*: (\S+)$", text, re.M)  # the value after the line's last ": "
         if not m:
             raise SystemExit(f"{path}: no '{label}' line (is it /usr/bin/time -v's report?)")
-        return m[1].strip()
+        return m[1]
 
     parts = [float(x) for x in field("Elapsed (wall clock) time").split(":")]
     wall = sum(v * 60 ** i for i, v in enumerate(reversed(parts)))

@@ -76,11 +76,14 @@ def test_a_scorecard_takes_the_shipped_reference_and_trains_only_the_model(refer
         return [(c["experiment"], c["transformer"]["score"], c["transformer"]["verdict"]) for c in doc["ladder"]["counting"]]
 
     assert verdicts(own.doc) == verdicts(res.doc) and own.doc["reference_source"] == str(reference_folder)
-    # other runs than the shipped ones (another budget): refused, naming the ways out, before anything is written
+    # other runs than the shipped ones (another budget): --reference shipped is refused, naming the ways out,
+    # before anything is written; the default trains the transformer instead, and says why
+    other = {**request, "overrides": [*TINY, "train.steps=5"]}
     with pytest.raises(ConfigError, match="--reference train"):
-        run_scorecard(ScorecardRequest.build({**request, "overrides": [*TINY, "train.steps=5"]}), tmp_path / "no",
-                      Execution.quiet())
+        run_scorecard(ScorecardRequest.build({**other, "reference": "shipped"}), tmp_path / "no", Execution.quiet())
     assert not (tmp_path / "no").exists()
+    assert ScorecardRequest.build(other).reference_source == "train"
+    assert "other settings" in ScorecardRequest.build(other).auto_reason()
 
 
 def test_the_ladder_search_climbs_while_realised_and_descends_while_not():
@@ -137,17 +140,22 @@ def test_a_retrained_reference_run_reproduces_its_shipped_numbers(tmp_path):
     assert rung.lo <= value <= rung.hi, (rung.rule, value, rung.lo, rung.hi)
 
 
-def test_the_default_reference_is_the_shipped_one_where_the_profile_ships_it(tmp_path, monkeypatch):
-    """auto: the shipped data where the profile ships a file, else the transformer trained here
-    (as --reference train); the transformer's own scorecard always trains it."""
+def test_the_default_reference_is_the_shipped_one_where_the_profile_ships_it(reference_folder, tmp_path, monkeypatch):
+    """auto: the shipped data where the profile ships a file whose runs are this scorecard's, else
+    the transformer trained here (as --reference train), with the reason; the transformer's own
+    scorecard always trains it."""
     missing, present = tmp_path / "none.json", tmp_path / "quick.json"
-    present.write_text("{}")
+    present.write_text(json.dumps(build_reference(reference_folder, PROVENANCE).model_dump(mode="json")))
+    card = {"model": "gru", "primitives": ["counting"], "tune": False, "overrides": TINY}
     monkeypatch.setattr(reference_module, "shipped_path", lambda profile: missing)
-    assert ScorecardRequest.build({"model": "gru"}).reference_source == "train"
-    assert ScorecardRequest.build({"model": "gru", "reference": "shipped"}).reference_source == "shipped"
+    assert ScorecardRequest.build(card).reference_source == "train"
+    assert "no reference ships" in ScorecardRequest.build(card).auto_reason()
+    assert ScorecardRequest.build({**card, "reference": "shipped"}).reference_source == "shipped"
     monkeypatch.setattr(reference_module, "shipped_path", lambda profile: present)
-    assert ScorecardRequest.build({"model": "gru"}).reference_source == "shipped"
-    assert ScorecardRequest.build({"model": "transformer"}).reference_source == "train"
+    assert ScorecardRequest.build(card).reference_source == "shipped"
+    assert ScorecardRequest.build(card).auto_reason() is None
+    assert ScorecardRequest.build({**card, "seeds": 2}).reference_source == "train"  # other runs than the shipped
+    assert ScorecardRequest.build({**card, "model": "transformer"}).reference_source == "train"
     assert ScorecardRequest.build({"model": "gru", "reference": "none"}).reference_source == "none"
     with pytest.raises(ValueError, match="auto, shipped, train, none"):
         ScorecardRequest.build({"model": "gru", "reference": "elsewhere/nothing"})

@@ -213,9 +213,8 @@ def scorecard(
                                               full_ladder=full_ladder, tune=tune, full=full, settle=settle, halving=halving,
                                               early_stop=early_stop, reference=reference, overrides=list(overrides)),
                                          where="scorecard")
-        if request.reference == "auto" and request.reference_source == "train" and request.model != "transformer":
-            typer.echo(f"note: no reference ships for profile '{profile}': the transformer is trained beside {model} "
-                       "(as --reference train)")
+        if request.reference == "auto" and request.model != "transformer" and (why := request.auto_reason()):
+            typer.echo(f"note: {why}: the transformer is trained beside {model} (as --reference train)")
         result = run_scorecard(request, out, how)
         paths = write_report(result.out)
         typer.echo("")

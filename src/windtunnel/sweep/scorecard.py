@@ -73,7 +73,7 @@ class ScorecardRequest(_WithOverrides):
     settle: bool = Field(False, description="where the plateau guard could not rule out a stopped rate, train it to the end")
     early_stop: bool = Field(True, description="a run stops once its probe and evaluation agree the primitive is realised")
     reference: str = Field("auto", description="the transformer's results: auto (shipped where the profile ships "
-                           "them, else train), shipped (the package's data), train, none, or a folder holding its runs")
+                           "them for these runs, else train), shipped (the package's data), train, none, or a folder holding its runs")
     overrides: list[str] = Field(default_factory=list, description="section.field=value for every run")
 
     @model_validator(mode="after")
@@ -89,12 +89,31 @@ class ScorecardRequest(_WithOverrides):
     @property
     def reference_source(self) -> str:
         """Where the transformer's results come from: ``auto`` resolved (the shipped data where the
-        profile ships them, else trained here), and ``train`` when the model is the transformer."""
+        profile ships them and they are this scorecard's reference runs, else trained here), and
+        ``train`` when the model is the transformer."""
         if self.model == REFERENCE:
             return "train"
         if self.reference == "auto":
-            return "shipped" if shipped_reference.shipped_path(self.profile).is_file() else "train"
+            return "train" if self.auto_reason() else "shipped"
         return self.reference
+
+    def auto_reason(self) -> str | None:
+        """Why ``auto`` trains the reference (None: the shipped data apply): none ships for the
+        profile, or its runs are not this scorecard's (an override, a seed, another version)."""
+        data = load_reference(self.profile)
+        if data is None:
+            return f"no reference ships for profile '{self.profile}'"
+        try:
+            check_applies(data, self.reference_runs())
+        except ConfigError:
+            return (f"the shipped reference of profile '{self.profile}' was trained with other settings than this "
+                    "scorecard's (an override or a seed changes its runs)")
+        return None
+
+    def reference_runs(self) -> list[SweepRun]:
+        """The transformer's runs this scorecard would train (the overrides applied)."""
+        ref_sweep = scorecard_sweep(REFERENCE, self.profile, self.seeds, self.primitives, self.rungs)
+        return [r for r in expand(ref_sweep, self.override_pairs) if r.config.model == REFERENCE]
 
     @property
     def trains_reference(self) -> bool:
@@ -158,8 +177,8 @@ def _reference_cells(request: ScorecardRequest, sweep: SweepConfig) -> dict[str,
     to be the very runs this scorecard's would be), a folder's runs, or none."""
     if request.trains_reference or request.reference_source == "none":
         return None
+    ref_runs = request.reference_runs()
     ref_sweep = scorecard_sweep(REFERENCE, request.profile, request.seeds, request.primitives, request.rungs)
-    ref_runs = [r for r in expand(ref_sweep, request.override_pairs) if r.config.model == REFERENCE]
     if request.reference_source == "shipped":
         data = load_reference(request.profile)
         if data is None:
