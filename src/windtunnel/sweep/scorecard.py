@@ -29,7 +29,6 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from windtunnel.config import ConfigError
-from windtunnel.sweep import reference as shipped_reference
 from windtunnel.sweep.config import SweepConfig, _WithOverrides
 from windtunnel.sweep.execution import Execution, check_reuse
 from windtunnel.sweep.expand import SweepRun, expand
