@@ -72,7 +72,8 @@ class ScorecardRequest(_WithOverrides):
     settle: bool = Field(False, description="where the plateau guard could not rule out a stopped rate, train it to the end")
     early_stop: bool = Field(True, description="a run stops once its probe and evaluation agree the primitive is realised")
     reference: str = Field("auto", description="the transformer's results: auto (shipped where the profile ships "
-                           "them for these runs, else train), shipped (the package's data), train, none, or a folder holding its runs")
+                           "them for these runs, else train), shipped (the package's data), train, none, or a "
+                           "folder holding its runs")
     overrides: list[str] = Field(default_factory=list, description="section.field=value for every run")
 
     @model_validator(mode="after")
