@@ -1,5 +1,6 @@
 """What a recorded measurement says about where it ran: the machine and the checkout's commit
-(shared by the scripts that write committed data: ship_reference.py, record_comparison.py)."""
+(shared by the scripts that write committed data: ship_reference.py, record_comparison.py,
+record_scorecard.py)."""
 
 from __future__ import annotations
 

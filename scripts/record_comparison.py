@@ -44,13 +44,17 @@ def main() -> None:
     ap.add_argument("--concurrent", required=True, help="what else ran on the machine meanwhile")
     ap.add_argument("--time", type=Path, help="/usr/bin/time -v's report of the run")
     ap.add_argument("--commit", help="the commit it ran at (default: this checkout's HEAD)")
+    ap.add_argument("--note", help="anything else a reader needs (e.g. the comparison re-read by later code)")
+    ap.add_argument("--command", help="the command as run (default: the comparison of the config into the folder)")
     args = ap.parse_args()
     summary = json.loads((args.folder / "summary.json").read_text())
-    stamp = datetime.datetime.fromtimestamp((args.folder / "summary.json").stat().st_mtime, datetime.timezone.utc)
-    provenance = {"command": f"windtunnel llm --config {summary['name']} --out {args.folder}",
+    ended = args.time or args.folder / "summary.json"  # when the run ended (the comparison may be re-read later)
+    stamp = datetime.datetime.fromtimestamp(ended.stat().st_mtime, datetime.timezone.utc)
+    provenance = {"command": args.command or f"windtunnel llm --config {summary['name']} --out {args.folder}",
                   "commit": args.commit or head_commit(), "date": stamp.isoformat(timespec="seconds"),
                   "machine": machine(), "concurrent": args.concurrent}
-    seconds = sum(r["seconds"] or 0 for r in summary["rows"])
+    seconds = sum(r.get("seconds") or 0 for r in summary["rows"])
+    provenance |= {"note": args.note} if args.note else {}
     provenance |= gnu_time(args.time) if args.time else {"wall_time": f"{seconds:.0f} s summed over the models' own timings"}
     record = {"title": f"The comparison {summary['name']}: {summary['description']}", "provenance": provenance,
               "summary": summary}

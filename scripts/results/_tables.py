@@ -194,12 +194,16 @@ def format_cell(cell: Any, fmt: dict | None = None) -> str:
     return f"**{s}**" if c.get("bold") else s
 
 
+# a decimal number in text: not a range's second end read as negative, a version or a mantissa
+_TEXT_NUMBER = re.compile(r"(?<![\w.])[−-]?\d+\.\d+(?![\d.]*\d|e)")
+
+
 def cell_numbers(cell: Any) -> list[float]:
     """Every number a cell holds, as floats (for the check of the prose that cites them)."""
     if cell is None or isinstance(cell, bool):
         return []
     if isinstance(cell, str):  # numbers written into text cells ("0.053; 1.15", a curve as text)
-        return [float(x.replace("−", "-")) for x in re.findall(r"[−-]?\d+\.\d+", cell)]
+        return [float(x.replace("−", "-")) for x in _TEXT_NUMBER.findall(cell)]
     if isinstance(cell, (int, float, Decimal)):
         return [float(cell)]
     if isinstance(cell, list):

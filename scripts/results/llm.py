@@ -23,8 +23,9 @@ def comparison(ctx: Context, name: str) -> str:
     rec = json.loads(path.read_text())  # floats, as the comparison wrote them
     ctx.used.add(f"{ctx.topic}/{name}")
     p = rec["provenance"]
-    cost = (f"Wall time {p['wall_time']}; CPU time (user + system) {p['cpu_time']}; peak resident memory "
-            f"{p['peak_rss']}." + (f" Note: {p['note']}." if p.get("note") else ""))
+    parts = [f"{label} {p[key]}" for key, label in (("wall_time", "Wall time"), ("cpu_time", "CPU time (user + system)"),
+                                                     ("peak_rss", "peak resident memory")) if p.get(key)]
+    cost = "; ".join(parts) + "." + (f" Note: {p['note']}." if p.get("note") else "")
     return "\n".join([f"**{rec['title']}**", "", provenance_line(p, f"{ctx.topic}/{name}.json"), "", cost, "",
                       *results_markdown(rec["summary"])])
 

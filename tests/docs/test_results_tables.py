@@ -14,7 +14,7 @@ COMPARISONS = sorted(p for p in (ROOT / "results" / "llm").glob("*.json") if "su
 
 
 def test_there_is_a_committed_comparison_and_docs_show_it():
-    assert [p.stem for p in COMPARISONS] == ["paper3-offline"]
+    assert "paper3-offline" in [p.stem for p in COMPARISONS]
     assert "<!-- results:llm-paper3-offline -->" in (ROOT / "docs" / "llm.md").read_text()
 
 
@@ -26,7 +26,7 @@ def test_recorded_verdicts_follow_the_present_rules(path):
     for row in summary["rows"]:
         if row["status"] != "finished":
             continue
-        again = {c["claim"]: c["verdict"] for c in judge(row, {}, row["source"] or row["model"])}
+        again = {c["claim"]: c["verdict"] for c in judge(row, {}, row["model"])}
         recorded = {c["claim"]: c["verdict"] for c in summary["claims"][row["model"]]}
         for claim in ("domain_restriction", "sula"):  # judged from the row alone
             assert again[claim] == recorded[claim], (row["model"], claim)

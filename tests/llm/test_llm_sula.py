@@ -124,6 +124,23 @@ def test_model_posterior_and_calibration():
     assert c["constant_mae"] == pytest.approx((0.6 + 0 + 0 + 0.4) / 4)
     assert all(S.constant_mae([1.0, 0.4, 0.4, 0.0]) <= np.abs(np.array([1.0, 0.4, 0.4, 0.0]) - x).mean() + 1e-12
                for x in np.linspace(0, 1, 101))  # no constant does better
+    # the count-only predictor: the median within each k (k = 1: 0.4 and 0.4), exact for one prompt per k
+    assert c["count_mae"] == pytest.approx(0.0)
+    assert S.constant_mae([1.0, 0.2, 0.6, 0.0], [0, 1, 1, 2]) == pytest.approx((0 + 0.2 + 0.2 + 0) / 4)
+
+
+def test_within_k_correlation_reads_the_labels_not_the_count():
+    """An entropy that depends on k alone correlates with H_Bayes across prompts, but not within k;
+    one that follows H_Bayes within each k does."""
+    rng = np.random.default_rng(0)
+    ks = np.repeat([1, 2, 4, 8], 40)
+    h_bayes = np.exp(-ks / 3) * rng.uniform(0.2, 1.0, ks.size)
+    by_count = 1.0 - ks / 10
+    assert S.spearman(by_count, h_bayes)[0] > 0.5
+    rho, p = S.within_k(by_count + 1e-3 * rng.standard_normal(ks.size), h_bayes, ks)
+    assert abs(rho) < 0.3 and p > 0.01
+    rho, p = S.within_k(h_bayes + 0.01 * rng.standard_normal(ks.size), h_bayes, ks)
+    assert rho > 0.8 and p < 1e-6
 
 
 def test_trajectory_intervals():

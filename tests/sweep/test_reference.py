@@ -84,6 +84,8 @@ def test_a_scorecard_takes_the_shipped_reference_and_trains_only_the_model(refer
     assert not (tmp_path / "no").exists()
     assert ScorecardRequest.build(other).reference_source == "train"
     assert "other settings" in ScorecardRequest.build(other).auto_reason()
+    trained_here = run_scorecard(ScorecardRequest.build(other), tmp_path / "here", Execution.quiet(workers=1))
+    assert "other settings" in trained_here.doc["reference_note"] and "reference_source" not in trained_here.doc
 
 
 def test_the_ladder_search_climbs_while_realised_and_descends_while_not():

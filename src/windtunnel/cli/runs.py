@@ -187,8 +187,8 @@ def scorecard(
     early_stop: bool = typer.Option(True, "--early-stop/--no-early-stop", help="stop a run once its probe and its full "
                                     "evaluation agree that the primitive is realised"),
     reference: str = typer.Option("auto", "--reference", help="the transformer beside the model: auto (shipped where "
-                                  "the profile ships it, else train), shipped (the package's results), train, none, "
-                                  "or a folder holding its runs"),
+                                  "the profile ships it for these runs, else train), shipped (the package's results), "
+                                  "train, none, or a folder holding its runs"),
     quiet: Quiet = False,
     trackers: Log = (),
     reuse: Reuse = (),

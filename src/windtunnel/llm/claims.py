@@ -12,8 +12,9 @@ claim, the criterion; the null:
   below the model at initialisation (``init_revision``, else the family's initialiser).
 - focusing: §4.4, entropy drop first to last layer > ``focusing_min`` (0.30); its 95% interval > 0.
 - domain restriction: math PC1+PC2 >= :data:`DR_COLLAPSE`; the gain math - mixed, 95% interval > 0.
-- SULA: |Spearman(PC1, H_Bayes)| >= :data:`SULA_RHO` with p < 0.01; calibration MAE below the best
-  constant predictor's (the median of H_Bayes; why: docs/llm.md, "Shipped comparisons").
+- SULA: |Spearman(PC1, H_Bayes)| >= :data:`SULA_RHO` with p < 0.01; the entropy reads the labels:
+  within-k Spearman(H_model, H_Bayes) > 0 with p < 0.01, and MAE below the best constant's (why:
+  docs/llm.md, "Shipped comparisons").
 - entropy axis: the axis cut lowers the downstream axis-entropy correlation by >= :data:`GEOMETRY_DROP`
   and more than a random cut does; the true cut's |ΔMAE| <= :data:`CALIBRATION_TOLERANCE` bits.
 """
@@ -115,11 +116,16 @@ def judge(row: dict[str, Any], criteria: dict[str, Any], model_name: str) -> lis
     if _ok(r["sula_mae"]):
         rho, p = r["sula_spearman_pc1_h_bayes"], r["sula_spearman_p"]
         aligned = _ok(rho) and abs(rho) >= SULA_RHO and _ok(p) and p < 0.01
-        const = r.get("sula_constant_mae")
-        null = r["sula_mae"] < (const if _ok(const) else r["sula_uniform_mae"])
+        const, wk, wk_p = r.get("sula_constant_mae"), r.get("sula_within_k_spearman"), r.get("sula_within_k_p")
+        if _ok(const) and _ok(wk):
+            null = wk > 0 and _ok(wk_p) and wk_p < 0.01 and r["sula_mae"] < const
+            against = (f"within-k rho(H_model, H_Bayes) {f(wk, '+.2f')} (p {f(wk_p, '.1g')}); best constant MAE "
+                       f"{f(const, '.3f')} (count-only {f(r.get('sula_count_mae'), '.3f')})")
+        else:  # a headline without the prompts: the 1-bit predictor alone
+            null, against = r["sula_mae"] < r["sula_uniform_mae"], f"1-bit predictor MAE {f(r['sula_uniform_mae'], '.3f')}"
         out.append(_claim("sula", aligned, null,
                           f"|rho(PC1, H_Bayes)| {f(abs(rho) if _ok(rho) else None, '.2f')}; MAE {f(r['sula_mae'], '.3f')} bits",
-                          f"best constant MAE {f(const, '.3f')} (1-bit {f(r['sula_uniform_mae'], '.3f')})",
+                          against,
                           f"MAE {paper_text(paper.get('sula_mae'), share=False)} bits" if paper.get("sula_mae") else "-"))
     else:
         out.append(_claim("sula", None, None, "-", "-"))

@@ -97,7 +97,7 @@ def dissociation_lines(summary: dict[str, Any]) -> list[str]:
 def results_markdown(summary: dict[str, Any]) -> list[str]:
     """The models, headline numbers, claims and dissociation of a comparison (the docs' table)."""
     lines = models_table(summary) + [""] + headline_table(summary) + ["", "Paper III's claims per model (each against "
-                                                                     "its null; details in summary.md):", ""]
+                                                                     "its null; details in the comparison's summary.md):", ""]
     lines += claims_table(summary) + ["", "Dissociation, MHA against GQA/SW:", ""] + dissociation_lines(summary)
     return lines
 

@@ -55,18 +55,21 @@ def intervention_pair(doc: dict) -> dict | None:
     return {"layers": k, "true": v["true_cut"], "random": v["random_cut"]}
 
 
-def _constant_mae(sula: Any) -> float | None:
-    """The best constant predictor's SULA MAE: recorded by newer runs, else from the prompts'
-    H_Bayes (every ``llm.json`` keeps them under ``per_prompt``)."""
-    recorded = get(sula, "calibration", "constant_mae")
-    if recorded is not None:
-        return recorded
-    h_bayes = get(sula, "per_prompt", "h_bayes")
-    if not h_bayes:
-        return None
-    from windtunnel.llm.sula import constant_mae
+def _sula_nulls(sula: Any) -> dict[str, Any]:
+    """The SULA calibration's nulls: recorded by newer runs, else computed from the prompts
+    (every ``llm.json`` keeps ``per_prompt``: k, H_Bayes, H_model)."""
+    cal = get(sula, "calibration") or {}
+    keys = ("constant_mae", "count_mae", "within_k_spearman", "within_k_p")
+    if all(k in cal for k in keys):
+        return {k: cal[k] for k in keys}
+    pp = get(sula, "per_prompt") or {}
+    if not pp.get("h_bayes"):
+        return dict.fromkeys(keys)
+    from windtunnel.llm.sula import constant_mae, within_k
 
-    return constant_mae(h_bayes)
+    rho, p = within_k(pp["h_model"], pp["h_bayes"], pp["k"])
+    return {"constant_mae": constant_mae(pp["h_bayes"]), "count_mae": constant_mae(pp["h_bayes"], pp["k"]),
+            "within_k_spearman": rho, "within_k_p": p}
 
 
 def headline(doc: dict) -> dict[str, Any]:
@@ -117,7 +120,7 @@ def headline(doc: dict) -> dict[str, Any]:
         "first_layer_bits": get(fo, "first_layer_bits"), "last_layer_bits": get(fo, "last_layer_bits"),
         # SULA
         "sula_mae": get(su, "calibration", "mae"), "sula_uniform_mae": get(su, "calibration", "uniform_mae"),
-        "sula_constant_mae": _constant_mae(su),
+        **{f"sula_{k}": v for k, v in _sula_nulls(su).items()},
         "sula_corr": get(su, "calibration", "corr"),
         "sula_spearman_pc1_h_bayes": get(su, "alignment", "spearman_pc1_h_bayes"),
         "sula_spearman_p": get(su, "alignment", "spearman_pc1_h_bayes_p"),

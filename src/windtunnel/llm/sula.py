@@ -149,24 +149,43 @@ def model_posterior(label_probs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return p1, h, mass
 
 
-def constant_mae(h_bayes) -> float:
-    """MAE of the best constant entropy predictor (the median of H_Bayes, which minimises it)."""
+def constant_mae(h_bayes, ks=None) -> float:
+    """MAE of the best constant entropy predictor (the median of H_Bayes, which minimises it); with
+    ``ks``, of the best constant per number of examples (the median within each k): a predictor
+    that counts the examples and never reads a label."""
     h = np.asarray(h_bayes, dtype=np.float64)
-    return float(np.abs(h - np.median(h)).mean())
+    if ks is None:
+        return float(np.abs(h - np.median(h)).mean())
+    ks = np.asarray(ks)
+    return float(np.mean([abs(v - np.median(h[ks == k])) for v, k in zip(h, ks)]))
+
+
+def within_k(h_model, h_bayes, ks) -> tuple[float, float]:
+    """Spearman rho (and p) of H_model against H_Bayes after each k's mean is taken out of both:
+    does the model's entropy follow the labels' evidence beyond the number of examples, which
+    the prompt's length alone gives away?"""
+    h_model, h_bayes, ks = (np.asarray(a, dtype=np.float64) for a in (h_model, h_bayes, ks))
+
+    def resid(h):
+        return h - np.array([h[ks == k].mean() for k in ks])
+
+    return spearman(resid(h_model), resid(h_bayes))
 
 
 def calibration(h_model, h_bayes, ks, p_model=None, y=None) -> dict:
     """MAE |H_model - H_Bayes| and Pearson corr(H_model, H_Bayes), overall and per k (corr is
-    NaN where H_Bayes is constant, e.g. k = 0). Two constant predictors stand beside the MAE: the
-    1-bit one (``uniform_mae``) and the best constant, the median of H_Bayes (``constant_mae``):
-    a model whose entropy ignores the evidence cannot beat the latter."""
+    NaN where H_Bayes is constant, e.g. k = 0). Beside the MAE: the 1-bit predictor's
+    (``uniform_mae``), the best constant's (``constant_mae``), the best constant per k's
+    (``count_mae``: it counts the examples, reads no label), and the within-k Spearman of H_model
+    against H_Bayes (``within_k_spearman``, ``within_k_p``: does the entropy read the labels)."""
     h_model, h_bayes, ks = map(np.asarray, (h_model, h_bayes, ks))
     out = {"mae": float(np.abs(h_model - h_bayes).mean()), "corr": pearson(h_model, h_bayes),
            "uniform_mae": float(np.abs(1.0 - h_bayes).mean()),
-           "constant_mae": constant_mae(h_bayes),
+           "constant_mae": constant_mae(h_bayes), "count_mae": constant_mae(h_bayes, ks),
            "mean_h_model": float(h_model.mean()), "mean_h_bayes": float(h_bayes.mean()), "per_k": {}}
     rho_k, _ = spearman(ks, h_model)
     out["spearman_k_h_model"] = rho_k
+    out["within_k_spearman"], out["within_k_p"] = within_k(h_model, h_bayes, ks)
     if p_model is not None and y is not None:
         p_true = np.where(np.asarray(y) == 0, p_model, 1 - np.asarray(p_model))
         out["accuracy"] = float((p_true > 0.5).mean())

@@ -23,6 +23,7 @@ what makes and reads it is in :mod:`~windtunnel.sweep.scorecard_doc`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,10 @@ class ScorecardRequest(_WithOverrides):
     def auto_reason(self) -> str | None:
         """Why ``auto`` trains the reference (None: the shipped data apply): none ships for the
         profile, or its runs are not this scorecard's (an override, a seed, another version)."""
+        return self._auto_reason
+
+    @cached_property
+    def _auto_reason(self) -> str | None:  # read once: the shipped file and the reference's runs
         data = load_reference(self.profile)
         if data is None:
             return f"no reference ships for profile '{self.profile}'"
@@ -168,6 +173,8 @@ def run_scorecard(request: ScorecardRequest, out: Path | str | None = None,
         summary["primitives"] = {**(summary.get("primitives") or {}), REFERENCE: reference}
     doc = scorecard_doc(summary, sweep, request.model, outcome.out, tuned, request.override_pairs, skipped=skipped,
                         reference=request.reference_source)
+    if request.reference == "auto" and request.model != REFERENCE and request.auto_reason():
+        doc["reference_note"] = f"{request.auto_reason()}: the transformer was trained here"
     _mark_unsettled(doc)
     return ScorecardOutcome(outcome, write_scorecard(outcome.out, doc))
 
