@@ -118,10 +118,11 @@ class Context:
     def template_file(self) -> str:
         return (Path(__file__).parent / f"{self.topic.replace('-', '_')}.md").read_text()
 
-    def page(self, owns: tuple[str, ...] = (), figures: dict[str, str] | None = None) -> str:
+    def page(self, owns: tuple[str, ...] = (), figures: dict[str, str] | None = None,
+             tables: dict[str, str] | None = None) -> str:
         """The topic's template filled, then every record of its own folder and of the folders it
         ``owns`` that the template does not show, under "Other records", so none is left out."""
-        text = self.template(self.template_file(), figures=figures).rstrip() + "\n"
+        text = self.template(self.template_file(), tables=tables, figures=figures).rstrip() + "\n"
         rest = [(t, p.stem) for t in (self.topic, *owns) for p in sorted((self.root / "results" / t).glob("*.json"))
                 if f"{t}/{p.stem}" not in self.used]
         if rest:
@@ -131,14 +132,18 @@ class Context:
 
 
 def provenance_line(p: dict, path: str) -> str:
-    """One line under a table: how, when and where it was measured, and the data file."""
+    """One line under a table: how, when and where it was measured, and the data file (``path``
+    under ``results/``, or a path from the repository's root where it starts with ``src/``)."""
     commit = p.get("commit", "")
     bits = [f"`{p['command']}`"] if p.get("command") else []
     bits.append(f"{p.get('date', '')[:10]}, commit {commit[:7]}" if commit else p.get("date", "")[:10])
     bits.append(p.get("machine", ""))
     if p.get("concurrent") and p["concurrent"] != "not recorded":
         bits.append(f"beside: {p['concurrent']}")
-    return f"<small>Measured by {' · '.join(b for b in bits if b)} · data: `results/{path}`</small>"
+    if p.get("torch"):
+        bits.append(f"torch {p['torch']}")
+    data = path if path.startswith("src/") else f"results/{path}"
+    return f"<small>Measured by {' · '.join(b for b in bits if b)} · data: `{data}`</small>"
 
 
 def check_provenance(path: Path, rec: Any) -> list[str]:

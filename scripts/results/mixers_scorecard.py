@@ -1,7 +1,8 @@
 """The primitive scorecard of every built-in mixer, its heat map, the ladders, the three newest
 tunnels and what a scorecard costs."""
 
-from _lib import Context, number
+from _lib import Context, number, provenance_line
+from _tables import render_table
 
 TITLE = "The primitive scorecard"
 NAV = ""
@@ -17,7 +18,28 @@ def render(ctx: Context) -> str:
     kalman = ctx.curves("kalman-curves", "new-tunnels", every=150, unit="training step",
                         ylabel="probe KL(Bayes‖model) (bits)")
     return ctx.page(owns=("ladders", "new-tunnels", "scorecard-cost"),
-                    figures={"heatmap": figure, "kalman-curves": kalman})
+                    figures={"heatmap": figure, "kalman-curves": kalman},
+                    tables={"shipped-reference": shipped_reference()})
+
+
+def shipped_reference() -> str:
+    """The quick profile's shipped reference (the package's data, validated as a scorecard reads
+    it): a row per rung, with the file's provenance."""
+    from windtunnel.sweep.reference import load_reference
+
+    data = load_reference("quick")
+    verdicts = {"yes": "✓", "partial": "~", "no": "✗"}
+    columns = [("rule", "primitive@rung"), ("experiment", "tunnel@rung"), ("metric", "metric"), ("value", "value [95% CI]"),
+               ("score", "score"), ("verdict", "verdict"), ("steps_to_realise", "steps to realise")]
+    rows = [{"rule": r.rule, "experiment": r.experiment, "metric": r.metric,
+             "value": f"{r.value:.4g} [{r.lo:.4g}, {r.hi:.4g}]", "score": f"{r.score:.2f}",
+             "verdict": verdicts[r.verdict],
+             "steps_to_realise": f"{r.steps_to_realise} of {r.budget_steps}" if r.steps_to_realise is not None else "-"}
+            for r in sorted(data.rungs, key=lambda r: r.rule)]
+    table = render_table({"columns": [{"key": k, "label": v} for k, v in columns], "rows": rows})
+    provenance = {"command": data.command, "commit": data.commit, "date": data.date, "machine": data.machine,
+                  "concurrent": data.concurrent, "torch": data.torch}
+    return table + "\n\n" + provenance_line(provenance, "src/windtunnel/data/reference/quick.json")
 
 
 def heatmap_data(rec: dict) -> dict:
