@@ -25,10 +25,10 @@ def render(ctx: Context) -> str:
 def shipped_reference() -> str:
     """The quick profile's shipped reference (the package's data, validated as a scorecard reads
     it): a row per rung, with the file's provenance."""
+    from windtunnel.sweep.markdown import _MARK as verdicts  # the sweep tables' verdict marks
     from windtunnel.sweep.reference import load_reference
 
     data = load_reference("quick")
-    verdicts = {"yes": "✓", "partial": "~", "no": "✗"}
     columns = [("rule", "primitive@rung"), ("experiment", "tunnel@rung"), ("metric", "metric"), ("value", "value [95% CI]"),
                ("score", "score"), ("verdict", "verdict"), ("steps_to_realise", "steps to realise")]
     rows = [{"rule": r.rule, "experiment": r.experiment, "metric": r.metric,
