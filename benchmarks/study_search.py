@@ -99,34 +99,54 @@ def case_result(root: Path, case: dict) -> dict:
     }
 
 
-def analyse(root: Path, out: Path) -> dict:
+def analyse(root: Path, out: Path, concurrent: str) -> dict:
+    """Judge every case and write ``study.json``: a table record (a row per case) with the counts."""
     import datetime
-    import platform
-    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from _provenance import head_commit, machine
 
     recorded = json.loads((Path(__file__).resolve().parents[1] / "results" / "search-study" / "recorded.json").read_text())
     cases = [case_result(root, c) for c in recorded["cases"]]
+    agree = sum(bool(c["agrees"]) for c in cases)
+    halving = sum(bool(c["halving_agrees"]) for c in cases)
+    settled = [c for c in cases if c["settle_agrees"] is not None]
+    settle_agree = sum(bool(c["settle_agrees"]) for c in settled)
+    cost = round(sum(c["cost_runs"] for c in cases) / len(cases), 3)
+    rows = [{**c, "halving": f"{_lr(c['halving_pick'])} ({_yes(c['halving_agrees'])})",
+             "live": f"{_lr(c['pick'])} ({_yes(c['agrees'])})", "best": _lr(c["full_winner"]),
+             "settled": "-" if c["settle_pick"] is None else f"{_lr(c['settle_pick'])} ({_yes(c['settle_agrees'])})",
+             "unsettled_rates": ", ".join(_lr(p["train.lr"]) for p in c["unsettled"]) or "-"} for c in cases]
+    columns = [("task", "tunnel"), ("model", "model"), ("best", "full winner"), ("halving", "halving's pick"),
+               ("live", "annealed search's pick"), ("unsettled_rates", "rates left unsettled"),
+               ("settled", "pick once settled"), ("cost_runs", "cost (runs)")]
     doc = {
+        "title": (f"The annealed search with the plateau guard on the sixteen recorded reversals of the plain halving: "
+                  f"its pick agrees with training every rate to the end in {agree} of {len(cases)} (the halving: "
+                  f"{halving}); once its unsettled rates are settled, in {settle_agree} of {len(settled)}; "
+                  f"mean cost {cost} runs"),
         "what": "The live search (annealed comparisons, cooldown 0.2 of the comparison step; plateau guard 0.5; ties "
                 "kept; compared at 10% and 30%) on the sixteen recorded reversals of the plain halving, judged against "
                 "every rate trained to the end (recorded.json).",
         "search": LIVE, "criterion": "agree: the full winner, or a rate whose final probe KL is within 2% of its",
-        "cases": cases,
-        "agree": sum(bool(c["agrees"]) for c in cases), "halving_agree": sum(bool(c["halving_agrees"]) for c in cases),
-        "settle_agree": sum(bool(c["settle_agrees"]) for c in cases if c["settle_agrees"] is not None),
-        "mean_cost_runs": round(sum(c["cost_runs"] for c in cases) / len(cases), 3),
+        "columns": [{"key": k, "label": v} for k, v in columns], "rows": rows,
+        "agree": agree, "halving_agree": halving, "settle_agree": settle_agree, "settle_cases": len(settled),
+        "mean_cost_runs": cost,
         "provenance": {
             "command": (f"python benchmarks/study_search.py run --root {root} && "
                         f"python benchmarks/study_search.py analyse --root {root}"),
-            "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
-            "date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {platform.processor()}",
-            "concurrent": ("two other engineers' jobs (a key-frame study, an LLM comparison) and test suites on the "
-                           "same 2 cores (wall times are upper bounds; the numbers do not depend on them)"),
+            "commit": head_commit(), "date": datetime.date.today().isoformat(), "machine": machine(),
+            "concurrent": concurrent,
         },
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / "study.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (out / "study.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     return doc
+
+
+def _yes(flag: bool | None) -> str:
+    return "?" if flag is None else "agrees" if flag else "differs"
 
 
 def main() -> None:
@@ -134,15 +154,16 @@ def main() -> None:
     ap.add_argument("phase", choices=["run", "analyse"])
     ap.add_argument("--root", type=Path, default=Path("runs/search-study"))
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--concurrent", default="not stated", help="what else ran on the machine (for the record)")
     args = ap.parse_args()
     if args.phase == "run":
         run(args.root, args.jobs)
         return
-    doc = analyse(args.root, Path(__file__).resolve().parents[1] / "results" / "search-study")
-    for c in doc["cases"]:
+    doc = analyse(args.root, Path(__file__).resolve().parents[1] / "results" / "search-study", args.concurrent)
+    for c in doc["rows"]:
         print(f"{c['task']:<10} {c['model']:<16} halving {_lr(c['halving_pick']):<8} full {_lr(c['full_winner']):<8} "
               f"pick {_lr(c['pick']):<8} agrees {c['agrees']!s:<5} settle {c['settle_agrees']!s:<5} cost {c['cost_runs']}")
-    print(f"agree {doc['agree']}/16 (halving {doc['halving_agree']}/16, settle {doc['settle_agree']}); "
+    print(f"agree {doc['agree']}/16 (halving {doc['halving_agree']}/16, settled {doc['settle_agree']}/{doc['settle_cases']}); "
           f"mean cost {doc['mean_cost_runs']} runs")
 
 

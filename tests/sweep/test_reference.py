@@ -161,3 +161,46 @@ def test_the_default_reference_is_the_shipped_one_where_the_profile_ships_it(ref
     assert ScorecardRequest.build({"model": "gru", "reference": "none"}).reference_source == "none"
     with pytest.raises(ValueError, match="auto, shipped, train, none"):
         ScorecardRequest.build({"model": "gru", "reference": "elsewhere/nothing"})
+
+
+def test_a_laddered_scorecard_runs_again_in_its_own_folder(tmp_path):
+    """The ladder search trains a stage at a time; running the scorecard again in the same folder
+    (after it finished, or was stopped at a later stage) starts from the first stage: the folder
+    takes it, trains nothing finished again, and keeps every run of the earlier stages listed."""
+    request = ScorecardRequest.build({"model": "gru", "primitives": ["counting"], "tune": False, "reference": "none",
+                                      "early_stop": False, "overrides": TINY})
+    first = run_scorecard(request, tmp_path, Execution.quiet(workers=1))
+    assert len(first.sweep.runs) == 2  # at 4 steps nothing is realised: the profile's rung, then the one below
+    again = run_scorecard(request, tmp_path, Execution.quiet(workers=1))
+    assert again.sweep.trained == [] and again.doc["ladder"] == first.doc["ladder"]
+    listed = [r["name"] for r in json.loads((tmp_path / "sweep.json").read_text())["runs"]]
+    assert sorted(listed) == sorted(r.name for r in first.sweep.runs)
+
+
+def test_a_settled_search_that_changes_a_rate_retires_the_runs_it_replaced(tmp_path):
+    """--settle in the scorecard's own folder: where the settled search picks another rate, the runs
+    of the old rate leave the manifest for its ``retired`` list (folders kept); any other run the
+    folder lists still makes it refuse the sweep."""
+    from windtunnel.sweep import expand
+    from windtunnel.sweep.folders import write_manifest
+    from windtunnel.sweep.primitives import PRIMITIVES
+    from windtunnel.sweep.scorecard import _replaced
+
+    card = {"model": "gru", "primitives": ["counting"], "tune": False, "reference": "none", "full_ladder": True,
+            "early_stop": False}
+    before = run_scorecard(ScorecardRequest.build({**card, "overrides": [*TINY, "train.lr=0.01"]}), tmp_path,
+                           Execution.quiet(workers=1))
+    request = ScorecardRequest.build({**card, "overrides": [*TINY, "train.lr=0.003"]})
+    sweep = request.sweep()
+    runs = expand(sweep, request.override_pairs)
+    old = {r.name for r in before.sweep.runs}
+    assert old.isdisjoint(r.name for r in runs)
+    assert _replaced(tmp_path, runs, {}) == {}  # nothing searched: nothing replaced
+    replaced = _replaced(tmp_path, runs, {PRIMITIVES["counting"][0]: {"gru": {"train.lr": 0.003}}})
+    assert set(replaced) == old and all("train.lr=0.003" in why for why in replaced.values())
+    with pytest.raises(ConfigError, match="holds a different sweep"):
+        write_manifest(tmp_path, sweep, runs, print)
+    write_manifest(tmp_path, sweep, runs, print, retired=replaced)
+    doc = json.loads((tmp_path / "sweep.json").read_text())
+    assert {r["name"] for r in doc["runs"]} == {r.name for r in runs} and set(doc["retired"]) == old
+    assert all((tmp_path / name / "config.json").is_file() for name in old)  # nothing deleted

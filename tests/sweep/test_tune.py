@@ -66,7 +66,7 @@ def test_ranking_puts_failed_candidates_last_and_reads_accuracy_upwards():
     assert sorted(acc, key=acc.get) == ["c", "b", "a"]  # ties broken by the lower probe KL
 
 
-def test_successive_halving_keeps_the_best_at_each_rung_and_trains_the_winner(tmp_path):
+def test_successive_halving_keeps_the_best_at_each_rung_and_trains_the_winner(tmp_path, monkeypatch):
     spec = TuneSpec.build({"grid": {"train.lr": [1e-4, 1e-3, 1e-2, 3e-2]}, "rungs": [0.1, 0.3]})
     res = tune(tiny(), tmp_path, spec, Execution.quiet())
     assert res.rung_steps == [2, 6, 20]
@@ -87,8 +87,12 @@ def test_successive_halving_keeps_the_best_at_each_rung_and_trains_the_winner(tm
     assert (tmp_path / "tune-bijection-transformer.csv").read_text().count("\n") == 5
     # a second call reuses every run: nothing trains again
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")}
+    started = []
+    run_jobs = tune_module.run_jobs
+    monkeypatch.setattr(tune_module, "run_jobs", lambda jobs, *a, **k: started.extend(jobs) or run_jobs(jobs, *a, **k))
     again = tune(tiny(), tmp_path, spec, Execution.quiet())
     assert again.best == res.best and {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")} == stamps
+    assert started == []
 
 
 def test_searches_run_together_share_each_stage_and_find_what_each_finds_alone(tmp_path, monkeypatch):
@@ -282,10 +286,10 @@ def test_the_search_table_lists_its_cautions(tmp_path):
     assert md.rstrip().endswith("- Caution: one\n- Caution: two")
 
 
-def test_an_annealed_search_compares_each_candidate_after_a_cooldown_branch(tmp_path):
+def test_an_annealed_search_compares_each_candidate_after_a_cooldown_branch(tmp_path, monkeypatch):
     """Each comparison branches every candidate from its paused run, anneals it, and ranks the
     annealed probes; the branches and the kept states live beside the runs; the same search
-    again trains nothing."""
+    again trains nothing and starts no job (nor a process) to find that out."""
     spec = TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2, 3e-2]}, "compare_at": [0.5], "cooldown": 0.2, "guard": 0.5,
                            "keep_ties": True, "keep_points": True})
     res = tune(tiny(), tmp_path, spec, Execution.quiet())
@@ -301,8 +305,12 @@ def test_an_annealed_search_compares_each_candidate_after_a_cooldown_branch(tmp_
     assert [r["step"] for r in RunDir(branches[0]).metrics()][-1] == 12  # paused after its cooldown, probed there
     assert len(list((tmp_path / "points").iterdir())) == 3
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")}
+    started = []
+    run_jobs = tune_module.run_jobs
+    monkeypatch.setattr(tune_module, "run_jobs", lambda jobs, *a, **k: started.extend(jobs) or run_jobs(jobs, *a, **k))
     again = tune(tiny(), tmp_path, spec, Execution.quiet())
     assert again.best == res.best and {p: p.stat().st_mtime_ns for p in tmp_path.rglob("checkpoints/*")} == stamps
+    assert started == []
 
 
 def test_the_plateau_guard_keeps_every_candidate_while_the_leader_has_not_left_the_plateau():

@@ -33,24 +33,41 @@ def default_out(sweep: SweepConfig, overrides: Iterable[str | Override] | Mappin
     return Path("runs") / f"sweep-{sweep.name}-{short_hash(f'{sweep.content_hash()} {json.dumps(texts)}')}"
 
 
-def write_manifest(out: Path, sweep: SweepConfig, runs: list[SweepRun], log: Callable[[str], None]) -> None:
-    """Write ``sweep.json``; an existing one must hold a subset of these runs (then it is extended)."""
+def write_manifest(out: Path, sweep: SweepConfig, runs: list[SweepRun], log: Callable[[str], None], *,
+                   plan: list[SweepRun] | None = None, retired: Mapping[str, str] | None = None) -> None:
+    """Write ``sweep.json`` for ``runs``, a stage of ``plan`` (default: ``runs`` are the whole sweep).
+
+    An existing manifest must list only runs of the plan, which it keeps listed (a later stage, or
+    the sweep run again from its first stage, extends it), or runs of ``retired`` (name -> why: a
+    search changed their setting), which move to its ``retired`` list, their folders untouched."""
     path = out / MANIFEST
+    plan = runs if plan is None else plan
+    new = {r.name for r in runs}
+    old, entries, gone = set(), set(), {}
     if path.exists():
         try:
-            old = {r["name"] for r in json.loads(path.read_text())["runs"]}
+            doc = json.loads(path.read_text())
+            entries = {(r["name"], r["experiment"]) for r in doc["runs"]}
+            old, gone = {name for name, _ in entries}, dict(doc.get("retired", {}))
         except (OSError, ValueError, KeyError) as exc:
             raise ConfigError(f"{path} is unreadable ({exc}); choose another --out (nothing was overwritten)") from None
-        new = {r.name for r in runs}
-        if not old <= new:
+        foreign = old - {r.name for r in plan} - set(retired or {})
+        if foreign:
             raise ConfigError(
-                f"{out} holds a different sweep ({len(old - new)} of its runs are not in this one); choose another "
+                f"{out} holds a different sweep ({len(foreign)} of its runs are not in this one); choose another "
                 "--out (nothing was overwritten)"
             )
         if new - old:
             log(f"extending the sweep in {out} with {len(new - old)} new runs")
+    now_retired = {name: why for name, why in (retired or {}).items() if name in old}
+    for name, why in now_retired.items():
+        log(f"retiring {name} from the sweep in {out} ({why}); its folder stays")
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"sweep": sweep.model_dump(mode="json"), "runs": [r.describe() for r in runs]}
+    keep = entries | {(r.name, r.experiment) for r in runs}
+    listed = [r for r in plan if (r.name, r.experiment) in keep]
+    doc = {"sweep": sweep.model_dump(mode="json"), "runs": [r.describe() for r in listed]}
+    if gone or now_retired:
+        doc["retired"] = {**gone, **now_retired}
     atomic_write_text(path, json.dumps(doc, indent=1))
 
 

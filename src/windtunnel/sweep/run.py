@@ -167,7 +167,8 @@ def diagnose_runs(out: Path, sweep: SweepConfig, runs: list[SweepRun], execution
 # ---------------------------------------------------------------------------------------
 def run_sweep(sweep: SweepConfig, out: Path | str | None = None, execution: Execution | None = None, *,
               overrides: Overrides | None = None, grid: dict[str, list[Any]] | None = None,
-              runs: list[SweepRun] | None = None, **legacy: Any) -> SweepOutcome:
+              runs: list[SweepRun] | None = None, plan: list[SweepRun] | None = None,
+              retired: dict[str, str] | None = None, **legacy: Any) -> SweepOutcome:
     """Expand ``sweep`` (unless ``runs`` is given), train what is not finished, write the tables.
 
     ``overrides`` (``{"train.steps": 500}`` or ``(key, value)`` pairs) and ``grid`` apply to every
@@ -175,8 +176,10 @@ def run_sweep(sweep: SweepConfig, out: Path | str | None = None, execution: Exec
     :func:`~windtunnel.sweep.folders.default_out`. ``execution`` says where the runs train (this
     process, ``workers`` processes, or Ray), which trackers they log to, which folders' runs are
     reused rather than trained again (:func:`~windtunnel.sweep.folders.reuse_runs`), and where
-    progress goes. (The keywords ``backend``, ``address``, ``jobs``, ``trackers``, ``reuse``,
-    ``progress`` and ``log`` of earlier versions still work, deprecated: they build the execution.)"""
+    progress goes. ``runs`` may be a stage of ``plan``, and ``retired`` names runs a search replaced
+    (:func:`~windtunnel.sweep.folders.write_manifest`). (The keywords ``backend``, ``address``,
+    ``jobs``, ``trackers``, ``reuse``, ``progress`` and ``log`` of earlier versions still work,
+    deprecated: they build the execution.)"""
     execution = legacy_execution("run_sweep", execution, legacy, LEGACY_KEYWORDS)
     runs = runs if runs is not None else expand(sweep, overrides, grid)
     out = Path(out) if out is not None else default_out(sweep, as_overrides(overrides))
@@ -184,7 +187,7 @@ def run_sweep(sweep: SweepConfig, out: Path | str | None = None, execution: Exec
     execution = execution.resolved(sweep.jobs, [r.config.train.threads for r in distinct])
     log = execution.log
     with execution.session(), folder_lock(out, "sweep"), stop_on_signals() as stop:
-        write_manifest(out, sweep, runs, log)
+        write_manifest(out, sweep, runs, log, plan=plan, retired=retired)
         reuse_runs([r.config for r in distinct], out, execution.reuse, log, stop)
         todo = [r for r in distinct if not is_finished(out / r.name, r.config, sweep.decide_early)]
         outcome = SweepOutcome(out, runs, [r.name for r in todo], [r.name for r in distinct if r not in todo])

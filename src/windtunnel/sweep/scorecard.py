@@ -33,7 +33,7 @@ from windtunnel.config import ConfigError
 from windtunnel.sweep.config import SweepConfig, _WithOverrides
 from windtunnel.sweep.execution import Execution, check_reuse
 from windtunnel.sweep.expand import SweepRun, expand
-from windtunnel.sweep.folders import default_out
+from windtunnel.sweep.folders import MANIFEST, default_out, read_manifest
 from windtunnel.sweep.primitives import PRIMITIVES, REFERENCE, budget_execution, tune_configs
 from windtunnel.sweep.reference import check_applies, load_reference
 from windtunnel.sweep.run import SweepOutcome, run_sweep, summarise
@@ -50,7 +50,7 @@ from windtunnel.sweep.scorecard_doc import (  # noqa: F401  (the scorecard's par
     write_scorecard,
 )
 from windtunnel.sweep.tune import SEARCH, TuneSpec, tune_in_folder
-from windtunnel.train.config import load_profile
+from windtunnel.train.config import RunConfig, load_profile
 
 
 class ScorecardRequest(_WithOverrides):
@@ -167,7 +167,7 @@ def run_scorecard(request: ScorecardRequest, out: Path | str | None = None,
         if tuned is not None:
             sweep = request.sweep(tuned)
             runs = expand(sweep, request.override_pairs)
-        outcome, skipped = _climb(request, sweep, runs, folder, execution)
+        outcome, skipped = _climb(request, sweep, runs, folder, execution, _replaced(folder, runs, tuned or {}))
     summary = dict(outcome.summary)
     if reference is not None:
         summary["primitives"] = {**(summary.get("primitives") or {}), REFERENCE: reference}
@@ -198,14 +198,44 @@ def _reference_cells(request: ScorecardRequest, sweep: SweepConfig) -> dict[str,
     return (summary.get("primitives") or {}).get(REFERENCE, {})
 
 
+def _replaced(folder: Path, runs: list[SweepRun], tuned: dict[str, dict[str, dict[str, Any]]]) -> dict[str, str]:
+    """The runs of ``folder``'s manifest that a search has replaced since (``--settle`` changed a
+    winner): name -> why, for each listed run not in ``runs`` that is one of them but for the
+    tuned settings of its model on its tunnel."""
+    if not (folder / MANIFEST).is_file():
+        return {}
+    _, listed = read_manifest(folder)
+    names, replaced = {r.name for r in runs}, {}
+    for old in listed:
+        point = tuned.get(old.config.task, {}).get(old.config.model)
+        if old.name in names or not point:
+            continue
+        for new in runs:
+            if (new.experiment, new.labels) == (old.experiment, old.labels) and \
+                    _without(new.config, point) == _without(old.config, point):
+                replaced[old.name] = "the search now picks " + ", ".join(
+                    f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())
+    return replaced
+
+
+def _without(config: RunConfig, point: dict[str, Any]) -> dict[str, Any]:
+    """``config`` as a document, the dotted keys of ``point`` removed."""
+    doc = config.model_dump(mode="json")
+    for key in point:
+        section, _, name = key.rpartition(".")
+        (doc.get(section, {}) if section else doc).pop(name, None)
+    return doc
+
+
 def _climb(request: ScorecardRequest, sweep: SweepConfig, runs: list[SweepRun], folder: Path,
-           execution: Execution) -> tuple[SweepOutcome, set[str]]:
+           execution: Execution, retired: dict[str, str]) -> tuple[SweepOutcome, set[str]]:
     """Run the scorecard's sweep: every rung at once (``full_ladder``), or each primitive's ladder
     searched from the profile's own rung, up while it is realised and down while it is not, a
-    stage at a time; returns the last stage's outcome and the experiments it did not need."""
+    stage at a time (each a stage of the whole sweep, so the folder takes the scorecard run again);
+    returns the last stage's outcome and the experiments it did not need."""
     experiments = {r.experiment for r in runs}
     if request.full_ladder or not request.rungs:
-        return run_sweep(sweep, folder, execution, overrides=request.override_pairs, runs=runs), set()
+        return run_sweep(sweep, folder, execution, overrides=request.override_pairs, runs=runs, retired=retired), set()
     ladders = {prim: [rule for rule in sweep.primitives.rules if rule.partition("@")[0] == prim]
                for prim in chosen_primitives(request.profile, request.primitives)}
     rules = sweep.primitives.rules
@@ -213,7 +243,7 @@ def _climb(request: ScorecardRequest, sweep: SweepConfig, runs: list[SweepRun], 
     chosen = {rules[c.current].experiment for c in steps.values()}
     while True:
         outcome = run_sweep(sweep, folder, execution, overrides=request.override_pairs,
-                            runs=[r for r in runs if r.experiment in chosen])
+                            runs=[r for r in runs if r.experiment in chosen], plan=runs, retired=retired)
         cells = (outcome.summary.get("primitives") or {}).get(request.model, {})
         more = {rules[nxt].experiment for c in steps.values() if (nxt := c.next(cells.get(c.current))) is not None}
         if not more - chosen:

@@ -35,7 +35,7 @@ from windtunnel.lock import folder_lock
 from windtunnel.sweep.config import Grid
 from windtunnel.sweep.execution import Execution, legacy_execution
 from windtunnel.sweep.expand import grid_points
-from windtunnel.sweep.folders import reuse_runs
+from windtunnel.sweep.folders import is_finished, reuse_runs
 from windtunnel.sweep.jobs import Job, failures, run_jobs
 from windtunnel.sweep.primitives import budget_execution, task_metric, tune_configs
 from windtunnel.sweep.run import tokens_to
@@ -223,6 +223,17 @@ def train_to(config: dict[str, Any], run_dir: str, stop_at: int | None, decide: 
     train(RunConfig.build(config, where="run"), Path(run_dir), progress=False, stop_at=stop_at, decide=decide)
 
 
+def _reached(run_dir: Path, config: RunConfig, stop_at: int | None, decide: Decision | None) -> bool:
+    """Training ``run_dir`` to ``stop_at`` would do nothing: it is finished (``stop_at`` None: the
+    end, or an early decision where ``decide``), or it resumes from ``stop_at`` or later."""
+    from windtunnel.train.checkpoint import resumable_steps
+
+    if stop_at is None:
+        return is_finished(run_dir, config, decide is not None)
+    steps = resumable_steps(run_dir)
+    return bool(steps) and steps[-1] >= stop_at
+
+
 class _Search:
     """One search's state between its stages (comparison points, then the end), so that several
     searches can train each stage's candidates in one pool (:func:`tune_many`)."""
@@ -258,7 +269,11 @@ class _Search:
                 METRICS[self.spec.metric].probe_key)
         return self._baseline
 
-    def _job(self, config: RunConfig, run_dir: Path, stop_at: int | None, decide: Decision | None = None) -> Job:
+    def _job(self, config: RunConfig, run_dir: Path, stop_at: int | None, decide: Decision | None = None) -> Job | None:
+        """The job that trains ``run_dir`` to ``stop_at`` (None: the end), or None where it is there
+        already (a search run again: no process is started to find that out)."""
+        if _reached(run_dir, config, stop_at, decide):
+            return None
         tc = config.train
         cost = tokens_to(config.task, config.task_params, tc.batch_size, stop_at or tc.steps)
         return Job(run_dir.name, train_to, (config.model_dump(mode="json"), str(run_dir), stop_at, decide), cost=cost)
@@ -268,8 +283,9 @@ class _Search:
         s = self.stages[self.i]
         self.log(f"tune {self.base.task} {self.base.model}: {len(self.alive)} candidate(s) to step {s}"
                  + (" (the end)" if self.final else ""))
-        return [self._job(c.config, self.out / c.run, None if self.final else s, self.decide if self.final else None)
+        jobs = [self._job(c.config, self.out / c.run, None if self.final else s, self.decide if self.final else None)
                 for c in self.alive]
+        return [j for j in jobs if j is not None]
 
     def cooldown(self, c: Candidate) -> tuple[RunConfig, Path, int]:
         """The annealed branch of candidate ``c`` at this comparison: its config, folder and end step."""
@@ -300,7 +316,7 @@ class _Search:
             if self.spec.cooldown:
                 config, where, end = self.cooldown(c)
                 jobs.append(self._job(config, where, end))
-        return jobs
+        return [j for j in jobs if j is not None]
 
     def point(self, c: Candidate, step: int) -> Path:
         """Where ``keep_points`` keeps candidate ``c``'s state at comparison ``step``."""

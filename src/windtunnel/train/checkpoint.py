@@ -154,10 +154,14 @@ def load_resume(path: Path, model, optimizer, generators: dict[str, torch.Genera
 
 
 def latest_resumable(run_dir: Path) -> Path | None:
-    for _, p in reversed(list_checkpoints(run_dir)):
-        if (p / "optim.safetensors").is_file():
-            return p
-    return None
+    """The newest checkpoint a run resumes from (with its optimizer's state), or None."""
+    found = resumable_steps(run_dir)
+    return checkpoint_dir(run_dir, found[-1]) if found else None
+
+
+def resumable_steps(run_dir: Path) -> list[int]:
+    """The steps of the run's resumable checkpoints, in order."""
+    return [s for s, p in list_checkpoints(run_dir) if (p / "optim.safetensors").is_file()]
 
 
 def log_spaced_steps(total: int, n: int) -> list[int]:
