@@ -4,6 +4,7 @@ realise), how many runs it trained, and its wall and CPU time from GNU time's re
 
     PYTHONPATH=examples /usr/bin/time -v -o time.txt windtunnel scorecard my_mixer:EMAMixer --out DIR
     python scripts/record_scorecard.py DIR --time time.txt --concurrent "nothing" [--name measured]
+    python scripts/record_scorecard.py DIR --concurrent "..." --command "..." --name settled  # not timed
 
 The results renderer (scripts/results/mixers_scorecard.py, main_job.py) shows it.
 """
@@ -46,7 +47,7 @@ def rows(doc: dict) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("folder", type=Path, help="the scorecard's --out folder (its scorecard.json)")
-    ap.add_argument("--time", type=Path, required=True, help="/usr/bin/time -v's report of the run")
+    ap.add_argument("--time", type=Path, help="/usr/bin/time -v's report of the run (omit for a run not timed)")
     ap.add_argument("--concurrent", required=True, help="what else ran on the machine meanwhile")
     ap.add_argument("--command", help="the command as run (default: the scorecard of the model into the folder)")
     ap.add_argument("--commit", help="the commit it ran at (default: this checkout's HEAD)")
@@ -57,11 +58,12 @@ def main() -> None:
     runs = sum(1 for d in args.folder.iterdir() if (d / "config.json").is_file())
     provenance = {"command": args.command or f"/usr/bin/time -v windtunnel scorecard {doc['model']} --out {args.folder}",
                   "commit": args.commit or head_commit(), "date": stamp.isoformat(timespec="seconds"),
-                  "machine": machine(), "concurrent": args.concurrent, **gnu_time(args.time),
+                  "machine": machine(), "concurrent": args.concurrent, **(gnu_time(args.time) if args.time else {}),
                   "reference_source": doc.get("reference_source", "train"),
                   "run_folders": f"{runs} (the searches' candidates and cooldown branches included)"}
-    record = {"title": f"The scorecard of {doc['model']} ({doc['profile']} profile), every primitive, tuning included: "
-                       f"{provenance['wall_time']} wall",
+    timed = f": {provenance['wall_time']} wall" if args.time else " (not timed)"
+    record = {"title": f"The scorecard of {doc['model']} ({doc['profile']} profile), every primitive, tuning included"
+                       f"{timed}",
               "provenance": provenance,
               "columns": [{"key": k, "label": v} for k, v in (
                   ("primitive", "primitive"), ("tunnel", "tunnel"), ("model", "verdict, score"),
