@@ -78,7 +78,8 @@ def full_budget(model: str, prim: str) -> list[dict]:
 
 
 def new_protocol(root: Path, model: str) -> dict[str, list[dict | None]]:
-    """The decisive scorecard's cells per primitive, easiest rung first (None: not needed)."""
+    """The decisive scorecard's cells per primitive, easiest rung first (None: not needed; a rung
+    it needed without a result is ``{"missing": True}``)."""
     if model == "transformer":
         from windtunnel.sweep.reference import load_reference
         from windtunnel.sweep.scorecard import _rung_order
@@ -88,7 +89,8 @@ def new_protocol(root: Path, model: str) -> dict[str, list[dict | None]]:
                        for n in _rung_order("quick", prim, [r for r in by_rule if r.partition("@")[0] == prim])]
                 for prim in LADDERS}
     card = json.loads((root / model / "scorecard.json").read_text())
-    return {prim: [c["model"] if c.get("needed", True) else None for c in card["ladder"][prim]] for prim in LADDERS}
+    return {prim: [None if not c.get("needed", True) else c["model"] or {"missing": True} for c in card["ladder"][prim]]
+            for prim in LADDERS}
 
 
 def compare(model: str, prim: str, full: list[dict], new: list[dict | None]) -> list[dict]:
@@ -99,30 +101,41 @@ def compare(model: str, prim: str, full: list[dict], new: list[dict | None]) -> 
     rows = []
     for i, (f, n) in enumerate(zip(full, new)):
         row = {"model": model, "primitive": prim, "rung": i, "full": f"{f['mark']} {f['score']:.2f}"}
-        if n is not None:
+        if n is None:  # not needed: below a realised rung it counts as realised, above one not realised as not
+            source = next((j for j in range(i + 1, len(new)) if new[j] and new[j].get("verdict") == "yes"), None)
+            source = source if source is not None else next(j for j in range(i - 1, -1, -1) if new[j])
+            below_realised = source > i
+            mark = "✓" if below_realised else "not ✓"
+            row.update(new=f"{mark} (not needed)", how=f"implied by rung {source}", source=source,
+                       agrees=(f["mark"] == "✓") == below_realised)
+        elif n.get("missing"):
+            row.update(new="-", how="missing", agrees=False)
+        else:
             mark = _MARK[n["verdict"]]
             stop = n.get("steps_to_realise")
-            how = n.get("how") or (f"decided at step {stop:g} of {n['budget_steps']}" if stop is not None
-                                   and stop < n["budget_steps"] else "trained to the end")
+            how = n.get("how") or (f"decided early (realised by step {stop:g} of {n['budget_steps']})"
+                                   if stop is not None and stop < n["budget_steps"] else "trained to the end")
             row.update(new=f"{mark} {n['score']:.2f}", how=how, agrees=mark == f["mark"])
-        else:
-            below_realised = any(m is not None and m["verdict"] == "yes" for m in new[i + 1:])
-            mark = "✓" if below_realised else "not ✓"
-            row.update(new=f"{mark} (not needed)", how="implied", agrees=(f["mark"] == "✓") == below_realised)
-        if not row["agrees"]:
-            row["why"] = _why(row, f, n, full, i)
         rows.append(row)
+    for row in rows:
+        if not row["agrees"]:
+            row["why"] = _why(row, full[row["rung"]], new[row["rung"]], rows)
     return rows
 
 
-def _why(row: dict, f: dict, n: dict | None, full: list[dict], i: int) -> str:
+def _why(row: dict, f: dict, n: dict | None, rows: list[dict]) -> str:
+    if row["how"] == "missing":
+        return "the scorecard needed this rung and has no result for it (its run did not finish)"
     if n is None:
+        source = rows[row["source"]]
+        if not source["agrees"]:
+            return f"implied by rung {row['source']}, which itself differs ({source['full']} at the full budget)"
         return ("the ladder is not monotone at the full budget: this easier rung scored "
                 f"{f['score']:.2f} below a harder one realised" if f["mark"] != "✓" else
-                "a harder rung realised at the full budget although a rung below it was not")
+                "a harder rung is realised at the full budget although this easier one was not")
     if row["how"].startswith("decided"):
-        return (f"realised (full evaluation {n['score']:.2f}) at {row['how'][8:]}, the full-budget run ends "
-                f"at {f['score']:.2f}: it unlearns after realising")
+        return (f"realised (full evaluation {n['score']:.2f}) when it was decided, the full-budget run ends at "
+                f"{f['score']:.2f}: it unlearns after realising")
     return f"the same run scored {n['score']:.2f} here and {f['score']:.2f} in mixers-quick, across a threshold"
 
 
@@ -136,7 +149,7 @@ def analyse(root: Path, concurrent: str) -> dict:
         for prim in LADDERS:
             cells += compare(model, prim, full_budget(model, prim), new[prim])
     summary = [{"model": m, "cells": len(rs), "agree": sum(r["agrees"] for r in rs),
-                "trained": sum(r["how"] != "implied" for r in rs),
+                "scored": sum(not r["how"].startswith(("implied", "missing")) for r in rs),
                 "decided_early": sum(r["how"].startswith("decided") for r in rs)}
                for m in MIXERS if (rs := [r for r in cells if r["model"] == m])]
     agree = sum(r["agrees"] for r in cells)
@@ -151,7 +164,7 @@ def analyse(root: Path, concurrent: str) -> dict:
     out = ROOT / "results" / "scorecard-agreement"
     out.mkdir(parents=True, exist_ok=True)
     doc = {"title": title, "provenance": provenance,
-           "columns": [{"key": k, "label": k.replace("_", " ")} for k in ("model", "cells", "agree", "trained", "decided_early")],
+           "columns": [{"key": k, "label": k.replace("_", " ")} for k in ("model", "cells", "agree", "scored", "decided_early")],
            "rows": summary, "missing": missing}
     (out / "agreement.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     diffs = [{k: r[k] for k in ("model", "primitive", "rung", "full", "new", "how", "why")} for r in cells if not r["agrees"]]

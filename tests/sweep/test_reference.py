@@ -204,3 +204,7 @@ def test_a_settled_search_that_changes_a_rate_retires_the_runs_it_replaced(tmp_p
     doc = json.loads((tmp_path / "sweep.json").read_text())
     assert {r["name"] for r in doc["runs"]} == {r.name for r in runs} and set(doc["retired"]) == old
     assert all((tmp_path / name / "config.json").is_file() for name in old)  # nothing deleted
+    # the old rate back (a later search picks it again): its runs are listed, and no longer retired
+    write_manifest(tmp_path, sweep, before.sweep.runs, print, retired={r.name: "back" for r in runs})
+    doc = json.loads((tmp_path / "sweep.json").read_text())
+    assert {r["name"] for r in doc["runs"]} == old and set(doc["retired"]) == {r.name for r in runs}

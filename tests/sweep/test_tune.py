@@ -322,3 +322,19 @@ def test_the_plateau_guard_keeps_every_candidate_while_the_leader_has_not_left_t
     assert survivors(ranked, 1, guard=0.5) == (["a", "b", "c"], True)  # the leader closes 5% of the gap: nobody stops
     assert survivors([("a", 0.1, 0.8), *ranked[1:]], 1, guard=0.5) == (["a"], False)  # left the plateau
     assert survivors([("d", math.nan, None)], 1, guard=0.5) == (["d"], False)
+
+
+def test_a_candidate_counts_as_finished_only_at_its_end_or_decided_under_the_searchs_own_rule(tmp_path):
+    from windtunnel.sweep.tune import _reached
+    from windtunnel.train.decide import Decision
+
+    config, run = tiny(), RunDir(tmp_path / "run")
+    assert not _reached(run.path, config, None, None) and not _reached(run.path, config, 10, None)
+    rule = Decision("kl_bayes_model")
+    run.path.mkdir()
+    run.write_eval({"steps": 12, "decided": rule.to_json()})
+    assert _reached(run.path, config, None, rule)
+    assert not _reached(run.path, config, None, Decision("kl_bayes_model", threshold=0.8))  # another rule's decision
+    assert not _reached(run.path, config, None, None)  # a search that does not decide trains it on
+    run.write_eval({"steps": 20})
+    assert _reached(run.path, config, None, None)

@@ -213,7 +213,7 @@ def _replaced(folder: Path, runs: list[SweepRun], tuned: dict[str, dict[str, dic
         for new in runs:
             if (new.experiment, new.labels) == (old.experiment, old.labels) and \
                     _without(new.config, point) == _without(old.config, point):
-                replaced[old.name] = "the search now picks " + ", ".join(
+                replaced[old.name] = "replaced by the same run at " + ", ".join(
                     f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())
     return replaced
 

@@ -35,7 +35,7 @@ from windtunnel.lock import folder_lock
 from windtunnel.sweep.config import Grid
 from windtunnel.sweep.execution import Execution, legacy_execution
 from windtunnel.sweep.expand import grid_points
-from windtunnel.sweep.folders import is_finished, reuse_runs
+from windtunnel.sweep.folders import reuse_runs
 from windtunnel.sweep.jobs import Job, failures, run_jobs
 from windtunnel.sweep.primitives import budget_execution, task_metric, tune_configs
 from windtunnel.sweep.run import tokens_to
@@ -224,12 +224,17 @@ def train_to(config: dict[str, Any], run_dir: str, stop_at: int | None, decide: 
 
 
 def _reached(run_dir: Path, config: RunConfig, stop_at: int | None, decide: Decision | None) -> bool:
-    """Training ``run_dir`` to ``stop_at`` would do nothing: it is finished (``stop_at`` None: the
-    end, or an early decision where ``decide``), or it resumes from ``stop_at`` or later."""
+    """Training ``run_dir`` to ``stop_at`` would do nothing: it is finished (``stop_at`` None: its
+    end, or an early decision under the rule ``decide`` itself), or it resumes from ``stop_at`` or later."""
     from windtunnel.train.checkpoint import resumable_steps
+    from windtunnel.train.decide import decided
 
     if stop_at is None:
-        return is_finished(run_dir, config, decide is not None)
+        try:
+            ev = RunDir(run_dir).eval()
+        except (OSError, ValueError):
+            return False
+        return ev is not None and (ev.get("steps", -1) >= config.train.steps or decide is not None and decided(ev, decide))
     steps = resumable_steps(run_dir)
     return bool(steps) and steps[-1] >= stop_at
 
