@@ -50,6 +50,26 @@ def run(root: Path, jobs: int) -> None:
         run_tune(TuneRequest.build({"task": task, "models": models, "spec": LIVE}), root / task, how)
 
 
+def _verdicts(doc: dict):
+    """KL at the end -> the verdict its probe score gives (the search's own probe and baseline; the
+    thresholds of every scorecard, 0.9 and 0.5)."""
+    from windtunnel.evaluate.evaluator import probe_baselines, sample_eval
+    from windtunnel.evaluate.record import METRICS, PARTIAL, REALISED, primitive_score
+    from windtunnel.tasks import make_task
+    from windtunnel.train.config import RunConfig
+
+    base = RunConfig.build(doc["base"], where="search base")
+    task = make_task(base.task, base.task_params)
+    baseline = probe_baselines(task, sample_eval(task, base.train.eval_probe_size, base.train.seed, "probe"))[
+        METRICS[doc["metric"]].probe_key]
+
+    def verdict(value: float) -> str:
+        score = primitive_score(doc["metric"], value, baseline)
+        return f"{'✓' if score >= REALISED else '~' if score >= PARTIAL else '✗'} {score:.2f}"
+
+    return verdict
+
+
 def ground(root: Path, jobs: int) -> None:
     """Every rate of each case whose live pick did not reproduce its recorded final, trained to the
     end here (``--full``, in ``ROOT/full/TASK``, resuming the live search's paused candidates): the
@@ -127,7 +147,9 @@ def case_result(root: Path, case: dict) -> dict:
         rows = RunDir(d).metrics()
         first = cfg["train"]["cooldown"]["at"] if cfg["train"].get("cooldown") else 0
         trained += (rows[-1]["step"] - first) if rows else 0
+    verdict = _verdicts(doc)
     return {
+        "pick_verdict": verdict(pick_final), "full_verdict": verdict(finals[best_rate]),
         "task": case["task"], "model": case["model"], "halving_pick": case["halving_pick"], "full_winner": best_rate,
         "recorded_winner": min(recorded, key=recorded.get),
         "final_probe_kl": case["final_probe_kl"], "pick": pick, "pick_final_probe_kl": pick_final,
@@ -160,21 +182,26 @@ def analyse(root: Path, out: Path, concurrent: str) -> dict:
              "live": f"{_lr(c['pick'])} ({_yes(c['agrees'])})", "best": _lr(c["full_winner"]),
              "settled": (f"{_lr(c['settle_pick'])} ({_yes(c['settle_agrees'])})" if c["settle_pick"] is not None else
                          f"the best of {len(c['unsettled']) + 1} ({_yes(c['settle_agrees'])})"),
-             "unsettled_rates": ", ".join(_lr(p["train.lr"]) for p in c["unsettled"]) or "-"} for c in cases]
+             "unsettled_rates": ", ".join(_lr(p["train.lr"]) for p in c["unsettled"]) or "-",
+             "verdicts": f"{c['pick_verdict']} / {c['full_verdict']}"} for c in cases]
+    same_verdict = sum(c["pick_verdict"][0] == c["full_verdict"][0] for c in cases)
     columns = [("task", "tunnel"), ("model", "model"), ("best", "full winner"), ("halving", "halving's pick"),
                ("live", "annealed search's pick"), ("unsettled_rates", "rates left unsettled"),
-               ("settled", "pick once settled"), ("cost_runs", "cost (runs)")]
+               ("settled", "pick once settled"), ("verdicts", "verdict: pick / full winner"),
+               ("cost_runs", "cost (runs)")]
     doc = {
         "title": (f"The annealed search with the plateau guard on the sixteen recorded reversals of the plain halving: "
                   f"its pick agrees with training every rate to the end in {agree} of {len(cases)} (the halving: "
-                  f"{halving}); once its unsettled rates are settled, in {settle_agree} of {len(settled)}; "
+                  f"{halving}); once its unsettled rates are settled, in {settle_agree} of {len(settled)}; its pick gives "
+                  f"the full winner's verdict in {same_verdict} of {len(cases)}; "
                   f"mean cost {cost} runs"),
         "what": "The live search (annealed comparisons, cooldown 0.2 of the comparison step; plateau guard 0.5; ties "
                 "kept; compared at 10% and 30%) on the sixteen recorded reversals of the plain halving, judged against "
                 "every rate trained to the end (recorded.json).",
         "search": LIVE, "criterion": "agree: the full winner, or a rate whose final probe KL is within 2% of its",
         "columns": [{"key": k, "label": v} for k, v in columns], "rows": rows,
-        "agree": agree, "halving_agree": halving, "settle_agree": settle_agree, "settle_cases": len(settled),
+        "agree": agree, "halving_agree": halving, "same_verdict": same_verdict,
+        "settle_agree": settle_agree, "settle_cases": len(settled),
         "mean_cost_runs": cost,
         "provenance": {
             "command": (f"python benchmarks/study_search.py run --root {root} && "
