@@ -89,7 +89,7 @@ def measured_finals(root: Path, task: str, model: str) -> dict[float, float] | N
     """The final probe of every rate trained to the end here by :func:`ground`, or None."""
     from windtunnel.sweep.tune_files import tune_name
 
-    path = root / "full" / task / f"{tune_name(task, model)}.json"
+    path = root / "full" / task / f"{tune_name(task, model, full=True)}.json"
     if not path.is_file():
         return None
     doc = json.loads(path.read_text())
@@ -151,10 +151,10 @@ def case_result(root: Path, case: dict) -> dict:
     return {
         "pick_verdict": verdict(pick_final), "full_verdict": verdict(finals[best_rate]),
         "task": case["task"], "model": case["model"], "halving_pick": case["halving_pick"], "full_winner": best_rate,
-        "recorded_winner": min(recorded, key=recorded.get),
+        "recorded_winner": min(recorded, key=recorded.get), "full_winner_probe_kl": finals[best_rate],
         "final_probe_kl": case["final_probe_kl"], "pick": pick, "pick_final_probe_kl": pick_final,
         "pick_final_measured": measured,
-        "reproduces": reproduces, "ground": "measured here" if here else "recorded",
+        "reproduces": reproduces, "ground": "trained here" if here else "the record",
         "final_probe_kl_here": {_lr(k): round(v, 4) for k, v in here.items()} if here else None,
         "agrees": agrees(pick, pick_final), "halving_agrees": agrees(case["halving_pick"], finals.get(case["halving_pick"])),
         "guard_held_at_last": bool(unsettled), "unsettled": unsettled, "settle_pick": settle_pick,
@@ -183,11 +183,13 @@ def analyse(root: Path, out: Path, concurrent: str) -> dict:
              "settled": (f"{_lr(c['settle_pick'])} ({_yes(c['settle_agrees'])})" if c["settle_pick"] is not None else
                          f"the best of {len(c['unsettled']) + 1} ({_yes(c['settle_agrees'])})"),
              "unsettled_rates": ", ".join(_lr(p["train.lr"]) for p in c["unsettled"]) or "-",
-             "verdicts": f"{c['pick_verdict']} / {c['full_verdict']}"} for c in cases]
+             "verdicts": f"{c['pick_verdict']} / {c['full_verdict']}",
+             "finals": f"{c['pick_final_probe_kl']:.4f} / {c['full_winner_probe_kl']:.4f}"} for c in cases]
     same_verdict = sum(c["pick_verdict"][0] == c["full_verdict"][0] for c in cases)
     columns = [("task", "tunnel"), ("model", "model"), ("best", "full winner"), ("halving", "halving's pick"),
                ("live", "annealed search's pick"), ("unsettled_rates", "rates left unsettled"),
-               ("settled", "pick once settled"), ("verdicts", "verdict: pick / full winner"),
+               ("settled", "pick once settled"), ("finals", "final probe KL: pick / full winner"),
+               ("verdicts", "verdict: pick / full winner"), ("ground", "full winner from"),
                ("cost_runs", "cost (runs)")]
     doc = {
         "title": (f"The annealed search with the plateau guard on the sixteen recorded reversals of the plain halving: "
