@@ -66,9 +66,10 @@ def write_manifest(out: Path, sweep: SweepConfig, runs: list[SweepRun], log: Cal
     keep = entries | {(r.name, r.experiment) for r in runs}
     listed = [r for r in plan if (r.name, r.experiment) in keep]
     doc = {"sweep": sweep.model_dump(mode="json"), "runs": [r.describe() for r in listed]}
-    retired_now = {name: why for name, why in {**gone, **now_retired}.items() if name not in {r.name for r in listed}}
-    if retired_now:  # a run listed again (a search's winner back) is no longer retired
-        doc["retired"] = retired_now
+    names = {r.name for r in listed}
+    still = {name: why for name, why in {**gone, **now_retired}.items() if name not in names}
+    if still:  # a run listed again (a search's winner back) is no longer retired
+        doc["retired"] = still
     atomic_write_text(path, json.dumps(doc, indent=1))
 
 

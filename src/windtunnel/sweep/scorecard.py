@@ -210,11 +210,11 @@ def _replaced(folder: Path, runs: list[SweepRun], tuned: dict[str, dict[str, dic
         point = tuned.get(old.config.task, {}).get(old.config.model)
         if old.name in names or not point:
             continue
-        for new in runs:
-            if (new.experiment, new.labels) == (old.experiment, old.labels) and \
-                    _without(new.config, point) == _without(old.config, point):
-                replaced[old.name] = "replaced by the same run at " + ", ".join(
-                    f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())
+        rest = _without(old.config, point)
+        if any((new.experiment, new.labels) == (old.experiment, old.labels) and _without(new.config, point) == rest
+               for new in runs):
+            replaced[old.name] = "replaced by the same run at " + ", ".join(
+                f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())
     return replaced
 
 
