@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import sys
 from pathlib import Path
@@ -61,6 +62,7 @@ def run(root: Path, jobs: int, models: list[str]) -> None:
         run_scorecard(ScorecardRequest.build({"model": model}), root / model, Execution(workers=jobs))
 
 
+@functools.cache
 def _record(name: str) -> dict[str, dict]:
     doc = json.loads((ROOT / "results" / f"{name}.json").read_text())
     return {row["model"]: row for row in doc["rows"]}
