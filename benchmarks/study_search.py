@@ -8,6 +8,7 @@ so that other cooldowns can be branched later), and judges it by what it picks:
 
     python benchmarks/study_search.py run [--jobs 2] [--root runs/search-study]   # hours of two cores
     python benchmarks/study_search.py ground [--jobs 2] [--root ...]   # where the runs differ from the record
+    python benchmarks/study_search.py cooldowns [--fractions 0.5,1] [--jobs 2] [--root ...]   # longer branches
     python benchmarks/study_search.py analyse [--root ...]
 
 The ground truth is the record of every rate trained to the end (``results/search-study/recorded.json``,
@@ -50,11 +51,10 @@ def run(root: Path, jobs: int) -> None:
         run_tune(TuneRequest.build({"task": task, "models": models, "spec": LIVE}), root / task, how)
 
 
-def _verdicts(doc: dict):
-    """KL at the end -> the verdict its probe score gives (the search's own probe and baseline; the
-    thresholds of every scorecard, 0.9 and 0.5)."""
+def _scores(doc: dict):
+    """Probe value -> its primitive score (the search's own probe and baseline)."""
     from windtunnel.evaluate.evaluator import probe_baselines, sample_eval
-    from windtunnel.evaluate.record import METRICS, PARTIAL, REALISED, primitive_score
+    from windtunnel.evaluate.record import METRICS, primitive_score
     from windtunnel.tasks import make_task
     from windtunnel.train.config import RunConfig
 
@@ -62,10 +62,19 @@ def _verdicts(doc: dict):
     task = make_task(base.task, base.task_params)
     baseline = probe_baselines(task, sample_eval(task, base.train.eval_probe_size, base.train.seed, "probe"))[
         METRICS[doc["metric"]].probe_key]
+    return lambda value: primitive_score(doc["metric"], value, baseline)
+
+
+def _verdicts(doc: dict):
+    """KL at the end -> the verdict its probe score gives (the search's own probe and baseline; the
+    thresholds of every scorecard, 0.9 and 0.5)."""
+    from windtunnel.evaluate.record import PARTIAL, REALISED
+
+    score = _scores(doc)
 
     def verdict(value: float) -> str:
-        score = primitive_score(doc["metric"], value, baseline)
-        return f"{'✓' if score >= REALISED else '~' if score >= PARTIAL else '✗'} {score:.2f}"
+        s = score(value)
+        return f"{'✓' if s >= REALISED else '~' if s >= PARTIAL else '✗'} {s:.2f}"
 
     return verdict
 
@@ -83,6 +92,83 @@ def ground(root: Path, jobs: int) -> None:
     how = Execution(workers=jobs, progress=False, reuse=[root / task for task in todo])
     for task, models in todo.items():
         run_tune(TuneRequest.build({"task": task, "models": models, "spec": {"full": True}}), root / "full" / task, how)
+
+
+def last_points(root: Path, task: str, model: str) -> tuple[dict, int, list[tuple[float, Path, dict]]]:
+    """A case's live search (its document), its last comparison step, and every candidate compared
+    there: (rate, its kept state at that step, its config)."""
+    from windtunnel.sweep.tune_files import tune_name
+
+    folder = root / task
+    doc = json.loads((folder / f"{tune_name(task, model)}.json").read_text())
+    last = doc["rung_steps"][-2]
+    out = []
+    for c in doc["candidates"]:
+        if str(last) in c["scores"]:
+            point = folder / "points" / f"{c['run']}-at{last}"
+            out.append((c["point"]["train.lr"], point, json.loads((point / "config.json").read_text())))
+    return doc, last, out
+
+
+def cooldown_dir(root: Path, task: str, point: Path, fraction: float) -> Path:
+    """Where :func:`cooldowns` trains the branch of ``fraction`` x the step from a kept ``point``."""
+    return root / "cooldowns" / task / f"{point.name}-cool{fraction:g}"
+
+
+def cooldowns(root: Path, jobs: int, fractions: list[float], cases: list[tuple[str, str]]) -> None:
+    """Longer cooldown branches at each case's last comparison, from the states the live search
+    kept there (``points/``): every candidate compared there, annealed to 0 over ``fraction`` x the
+    step. What the live search would have picked with them is :func:`cooldown_picks`."""
+    from windtunnel.sweep.jobs import Job, run_jobs
+    from windtunnel.sweep.tune import branch_config, train_to
+    from windtunnel.train.config import RunConfig
+    from windtunnel.train.rundir import branch_run
+
+    todo = []
+    for task, model in cases:
+        _, last, points = last_points(root, task, model)
+        for _, point, cfg in points:
+            for f in fractions:
+                config = branch_config(RunConfig.build(cfg, where=str(point)), last, f)
+                where = cooldown_dir(root, task, point, f)
+                where.parent.mkdir(parents=True, exist_ok=True)
+                branch_run(point, last, config, where)
+                end = config.train.cooldown.at + config.train.cooldown.steps
+                todo.append(Job(where.name, train_to, (config.model_dump(mode="json"), str(where), end)))
+    run_jobs(todo, Execution(workers=jobs, progress=False))
+
+
+def replay(root: Path, case: dict, finals: dict[float, float], fraction: float = LIVE["cooldown"],
+           spread: float = 0.02) -> dict | None:
+    """The live search's last comparison again, with cooldown branches of ``fraction`` x the step
+    (the live ones, or those :func:`cooldowns` trained; None where they are not all there) and ties
+    kept within ``spread`` of the leader: the plateau guard on the annealed leader, the survivors,
+    the pick (the best final of the survivors, or the leader where the guard holds) and the cost
+    this adds to the live search's (longer branches, more finalists), in run lengths."""
+    from windtunnel.sweep.tune import branch_config
+    from windtunnel.sweep.tune_rules import probe_at, rank_key, survivors
+    from windtunnel.train.config import RunConfig
+
+    doc, last, points = last_points(root, case["task"], case["model"])
+    steps, metric = doc["base"]["train"]["steps"], doc["metric"]
+    live = max(1, round(LIVE["cooldown"] * last))
+    end = last + max(1, round(fraction * last))
+    ranked = []
+    for rate, point, cfg in points:
+        where = (root / case["task"] / branch_config(RunConfig.build(cfg, where=str(point)), last, fraction).run_name()
+                 if fraction == LIVE["cooldown"] else cooldown_dir(root, case["task"], point, fraction))
+        value = probe_at(where, end, metric) if where.is_dir() else None
+        if value is None:
+            return None
+        ranked.append((rate, value, probe_at(where, end, "kl_bayes_model")))
+    ranked.sort(key=lambda r: rank_key(metric, r[1], r[2]))
+    score = _scores(doc)
+    kept, held = survivors([(r, v, score(v)) for r, v, _ in ranked], 1, LIVE["guard"], LIVE["keep_ties"], spread)
+    pick = kept[0] if held else min(kept, key=lambda r: finals[r])
+    finalists = sum(str(steps) in c["scores"] for c in doc["candidates"])  # the live search's
+    extra = (1 if held else len(kept)) - finalists
+    return {"pick": pick, "held": held, "kept": kept,
+            "added_runs": (len(points) * (end - live - last) + extra * (steps - last)) / steps}
 
 
 def measured_finals(root: Path, task: str, model: str) -> dict[float, float] | None:
@@ -214,7 +300,53 @@ def analyse(root: Path, out: Path, concurrent: str) -> dict:
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    rows = replays(root, recorded["cases"], cases)
+    columns = [("cooldown", "cooldown (x the step)"), ("ties", "ties kept within"), ("cases", "cases"),
+               ("agree", "agree"), ("live_agree", "the live search, same cases"),
+               ("mean_cost_runs", "mean cost (runs)"), ("which", "cases replayed")]
+    (out / "replays.json").write_text(json.dumps({
+        "title": "The last comparison replayed from the kept states: longer cooldown branches and wider ties",
+        "what": "Each case's last comparison (30%) again, from the candidates' states the live search kept there: "
+                "cooldown branches of the given length (0.2: the live ones), the plateau guard as live, and every "
+                "candidate within the given spread of the leader kept to the end (the pick: the best of them at the "
+                "end, read from the finals). Cost: the live search's, plus the longer branches and the extra "
+                "finalists. The first comparison (10%) is the live one.",
+        "columns": [{"key": k, "label": v} for k, v in columns], "rows": rows,
+        "provenance": {**doc["provenance"], "command": (
+            f"python benchmarks/study_search.py cooldowns --root {root} --fractions 0.5,1 && "
+            f"python benchmarks/study_search.py analyse --root {root}")},
+    }, indent=1, ensure_ascii=False) + "\n")
     return doc
+
+
+#: the replays of the last comparison: (cooldown fraction, ties within) of each variant; the live
+#: search is (0.2, 0.02)
+REPLAYS = [(0.2, 0.02), (0.2, 0.05), (0.2, 0.1), (0.2, 0.15), (0.2, 0.2), (0.5, 0.02), (0.5, 0.05), (0.5, 0.1),
+           (0.5, 0.15), (1.0, 0.02), (1.0, 0.05), (1.0, 0.1), (1.0, 0.15)]
+
+
+def replays(root: Path, recorded: list[dict], cases: list[dict]) -> list[dict]:
+    """Each variant of :data:`REPLAYS` on every case whose branches are all trained: how many agree,
+    against the live search on the same cases, and the mean cost."""
+    rows = []
+    for fraction, spread in REPLAYS:
+        agree = live = 0
+        cost, names = [], []
+        for case, row in zip(recorded, cases, strict=True):
+            finals = {float(k): v for k, v in (row["final_probe_kl_here"] or row["final_probe_kl"]).items()}
+            out = replay(root, case, finals, fraction, spread)
+            if out is None:
+                continue
+            best = min(finals, key=finals.get)
+            agree += out["pick"] == best or finals[out["pick"]] <= finals[best] * 1.02
+            live += bool(row["agrees"])
+            cost.append(row["cost_runs"] + out["added_runs"])
+            names.append(f"{case['task']} {case['model']}")
+        if names:
+            rows.append({"cooldown": fraction, "ties": f"{100 * spread:g}%", "cases": len(names),
+                         "agree": agree, "live_agree": live, "mean_cost_runs": round(sum(cost) / len(cost), 2),
+                         "which": "all sixteen" if len(names) == len(recorded) else ", ".join(names)})
+    return rows
 
 
 def _yes(flag: bool | None) -> str:
@@ -223,11 +355,18 @@ def _yes(flag: bool | None) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("phase", choices=["run", "ground", "analyse"])
+    ap.add_argument("phase", choices=["run", "ground", "cooldowns", "analyse"])
+    ap.add_argument("--fractions", default="0.5,1", help="cooldowns: branch lengths, as fractions of the step")
+    ap.add_argument("--cases", default="all", help="cooldowns: task:model,... (all: the sixteen)")
     ap.add_argument("--root", type=Path, default=Path("runs/search-study"))
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--concurrent", default="not stated", help="what else ran on the machine (for the record)")
     args = ap.parse_args()
+    if args.phase == "cooldowns":
+        cases = ([(t, m) for t, ms in CASES.items() for m in ms] if args.cases == "all" else
+                 [tuple(c.split(":")) for c in args.cases.split(",")])
+        cooldowns(args.root, args.jobs, [float(f) for f in args.fractions.split(",")], cases)
+        return
     if args.phase in ("run", "ground"):
         (run if args.phase == "run" else ground)(args.root, args.jobs)
         return

@@ -18,4 +18,6 @@ def machine() -> str:
 
 
 def head_commit() -> str:
-    return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    """The checkout's commit (asked in the checkout, wherever the script was started from)."""
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root).stdout.strip()

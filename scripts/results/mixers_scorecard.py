@@ -17,7 +17,7 @@ def render(ctx: Context) -> str:
                         "The primitive scorecard: each mixer's score per primitive (0 = the best baseline, 1 = Bayes)")
     kalman = ctx.curves("kalman-curves", "new-tunnels", every=150, unit="training step",
                         ylabel="probe KL(Bayes‖model) (bits)")
-    return ctx.page(owns=("ladders", "new-tunnels", "scorecard-cost"),
+    return ctx.page(owns=("ladders", "new-tunnels", "scorecard-cost", "scorecard-agreement"),
                     figures={"heatmap": figure, "kalman-curves": kalman},
                     tables={"shipped-reference": shipped_reference()})
 

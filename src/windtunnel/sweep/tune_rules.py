@@ -83,17 +83,17 @@ def relative_spread(a: float, b: float) -> float:
 
 
 def survivors(ranked: list[tuple[Any, float | None, float | None]], keep: int, guard: float | None = None,
-              ties: bool = False) -> tuple[list, bool]:
+              ties: bool = False, spread: float = PLATEAU_SPREAD) -> tuple[list, bool]:
     """Which of ``ranked`` (best first: ``(candidate, value, probe score)``; a missing or non-finite
     value ranks last) survive a comparison that keeps ``keep``: the best ``keep``, with ``ties``
-    every one within :data:`PLATEAU_SPREAD` of the leader, and, when the plateau ``guard`` holds (the
+    every one within ``spread`` (:data:`PLATEAU_SPREAD`) of the leader, and, when the plateau ``guard`` holds (the
     leader's probe score below it), every candidate with a finite value. Returns (the survivors,
     whether the guard held)."""
     finite = [r for r in ranked if r[1] is not None and math.isfinite(r[1])]
     lead = finite[0] if finite else None
     held = guard is not None and lead is not None and lead[2] is not None and lead[2] < guard
     out = [r[0] for i, r in enumerate(ranked)
-           if i < keep or (r in finite and (held or (ties and relative_spread(r[1], lead[1]) < PLATEAU_SPREAD)))]
+           if i < keep or (r in finite and (held or (ties and relative_spread(r[1], lead[1]) < spread)))]
     return out, held
 
 

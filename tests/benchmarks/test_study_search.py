@@ -1,0 +1,79 @@
+"""benchmarks/study_search.py: the last comparison replayed from the kept states, with longer
+cooldown branches and wider ties, on a hand-built study folder."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from windtunnel.sweep.tune import branch_config
+from windtunnel.train.config import RunConfig
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "study_search.py"
+spec = importlib.util.spec_from_file_location("study_search", SCRIPT)
+study = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(study)
+
+STEPS, LAST = 1500, 450
+RATES = [1e-3, 3.16e-3, 1e-2]
+FINALS = {1e-3: 0.030, 3.16e-3: 0.020, 1e-2: 0.050}  # every rate's final probe KL (the ground truth)
+
+
+def _run(where: Path, config: RunConfig, rows: list[dict]) -> None:
+    where.mkdir(parents=True)
+    (where / "config.json").write_text(json.dumps(config.model_dump(mode="json")))
+    (where / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def make_study(root: Path, live: dict[float, float], longer: dict[float, float] | None = None) -> dict:
+    """A study folder of one HMM case: the live search's document (the leader of ``live``, the
+    annealed probe KL at the last comparison, trained on to the end), each candidate's kept state
+    there, its live cooldown branch and, with ``longer``, its cooldown branch of 0.5 x the step."""
+    base = RunConfig.build({"task": "hmm", "model": "mlp", "train": {"steps": STEPS, "schedule": "cosine"}}, where="t")
+    leader = min(live, key=live.get)
+    candidates = []
+    for i, rate in enumerate(RATES):
+        config = RunConfig.build({**base.model_dump(mode="json"), "train": {**base.model_dump(mode="json")["train"],
+                                                                           "lr": rate}}, where="t")
+        run = f"hmm-mlp-{i}"
+        _run(root / "hmm" / "points" / f"{run}-at{LAST}", config, [])
+        live_branch = branch_config(config, LAST, 0.2)
+        _run(root / "hmm" / live_branch.run_name(), live_branch, [{"step": LAST + 90, "probe_kl_bayes_model": live[rate]}])
+        if longer is not None:
+            _run(study.cooldown_dir(root, "hmm", root / "hmm" / "points" / f"{run}-at{LAST}", 0.5), config,
+                 [{"step": LAST + 225, "probe_kl_bayes_model": longer[rate]}])
+        scores = {"150": 0.1, str(LAST): 0.09, **({str(STEPS): FINALS[rate]} if rate == leader else {})}
+        candidates.append({"point": {"train.lr": rate}, "run": run, "scores": scores})
+    doc = {"task": "hmm", "model": "mlp", "metric": "kl_bayes_model", "rung_steps": [150, LAST, STEPS],
+           "base": base.model_dump(mode="json"), "candidates": candidates}
+    (root / "hmm" / "tune-hmm-mlp.json").write_text(json.dumps(doc))
+    return {"task": "hmm", "model": "mlp"}
+
+
+def test_wider_ties_keep_the_runner_up_to_the_end_and_pay_for_it(tmp_path):
+    case = make_study(tmp_path, {1e-3: 0.0100, 3.16e-3: 0.0110, 1e-2: 0.0200})
+    live = study.replay(tmp_path, case, FINALS)  # ties within 2%: 0.011 is 9% behind, stopped
+    assert live["pick"] == 1e-3 and not live["held"] and live["kept"] == [1e-3] and live["added_runs"] == 0
+    wide = study.replay(tmp_path, case, FINALS, spread=0.15)  # 3.16e-3 kept, and it is the better at the end
+    assert wide["pick"] == 3.16e-3 and wide["kept"] == [1e-3, 3.16e-3]
+    assert wide["added_runs"] == pytest.approx((STEPS - LAST) / STEPS)  # one more finalist, from 450 to the end
+
+
+def test_a_longer_cooldown_reranks_and_costs_its_extra_steps(tmp_path):
+    case = make_study(tmp_path, {1e-3: 0.0100, 3.16e-3: 0.0110, 1e-2: 0.0200},
+                      longer={1e-3: 0.0080, 3.16e-3: 0.0060, 1e-2: 0.0150})
+    out = study.replay(tmp_path, case, FINALS, fraction=0.5)
+    assert out["pick"] == 3.16e-3 and out["kept"] == [3.16e-3]
+    assert out["added_runs"] == pytest.approx(3 * (225 - 90) / STEPS)  # three branches, each 135 steps longer
+    assert study.replay(tmp_path, case, FINALS, fraction=1.0) is None  # not trained: no replay, no guess
+
+
+def test_where_the_guard_holds_the_leader_goes_on_alone_whatever_the_ties(tmp_path):
+    # every rate still at the emission-only plateau (probe score far below 0.5): the guard holds
+    case = make_study(tmp_path, {1e-3: 0.400, 3.16e-3: 0.401, 1e-2: 0.402})
+    for spread in (0.02, 0.2):
+        out = study.replay(tmp_path, case, FINALS, spread=spread)
+        assert out["held"] and out["pick"] == 1e-3 and out["added_runs"] == 0
