@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from windtunnel.sweep import Execution
@@ -139,12 +140,16 @@ def cooldowns(root: Path, jobs: int, fractions: list[float], cases: list[tuple[s
 
 
 def replay(root: Path, case: dict, finals: dict[float, float], fraction: float = LIVE["cooldown"],
-           spread: float = 0.02) -> dict | None:
+           spread: float = 0.02, extrapolate: bool = False) -> dict | None:
     """The live search's last comparison again, with cooldown branches of ``fraction`` x the step
     (the live ones, or those :func:`cooldowns` trained; None where they are not all there) and ties
     kept within ``spread`` of the leader: the plateau guard on the annealed leader, the survivors,
     the pick (the best final of the survivors, or the leader where the guard holds) and the cost
-    this adds to the live search's (longer branches, more finalists), in run lengths."""
+    this adds to the live search's (longer branches, more finalists), in run lengths.
+
+    ``extrapolate`` (live branches only): where the guard lets go, the candidates are ranked by
+    their annealed probes at the two comparisons extended to the end as a power law in the step
+    (``v(t) = v(last) (t / last)^-c``, ``c`` from the two probes)."""
     from windtunnel.sweep.tune import branch_config
     from windtunnel.sweep.tune_rules import probe_at, rank_key, survivors
     from windtunnel.train.config import RunConfig
@@ -164,6 +169,12 @@ def replay(root: Path, case: dict, finals: dict[float, float], fraction: float =
     ranked.sort(key=lambda r: rank_key(metric, r[1], r[2]))
     score = _scores(doc)
     kept, held = survivors([(r, v, score(v)) for r, v, _ in ranked], 1, LIVE["guard"], LIVE["keep_ties"], spread)
+    if extrapolate and not held:
+        first = doc["rung_steps"][0]
+        early = {c["point"]["train.lr"]: c["annealed"][str(first)] for c in doc["candidates"]}
+        at_end = {r: v * (steps / last) ** -(math.log(early[r] / v) / math.log(last / first)) for r, v, _ in ranked}
+        kept = survivors(sorted([(r, at_end[r], None) for r, _, _ in ranked], key=lambda x: x[1]), 1, None,
+                         LIVE["keep_ties"], spread)[0]
     pick = kept[0] if held else min(kept, key=lambda r: finals[r])
     finalists = sum(str(steps) in c["scores"] for c in doc["candidates"])  # the live search's
     extra = (1 if held else len(kept)) - finalists
@@ -301,7 +312,8 @@ def analyse(root: Path, out: Path, concurrent: str) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     rows = replays(root, recorded["cases"], cases)
-    columns = [("cooldown", "cooldown (x the step)"), ("ties", "ties kept within"), ("cases", "cases"),
+    columns = [("variant", "variant"), ("cooldown", "cooldown at 30% (x the step)"), ("ties", "ties kept within"),
+               ("cases", "cases"),
                ("agree", "agree"), ("live_agree", "the live search, same cases"),
                ("mean_cost_runs", "mean cost (runs)"), ("which", "cases replayed")]
     (out / "replays.json").write_text(json.dumps({
@@ -320,9 +332,9 @@ def analyse(root: Path, out: Path, concurrent: str) -> dict:
 
 
 #: the replays of the last comparison: (cooldown fraction, ties within) of each variant; the live
-#: search is (0.2, 0.02)
+#: search is (0.2, 0.02); "extrapolated": the live branches, ranked by their power-law extrapolation
 REPLAYS = [(0.2, 0.02), (0.2, 0.05), (0.2, 0.1), (0.2, 0.15), (0.2, 0.2), (0.5, 0.02), (0.5, 0.05), (0.5, 0.1),
-           (0.5, 0.15), (1.0, 0.02), (1.0, 0.05), (1.0, 0.1), (1.0, 0.15)]
+           (0.5, 0.15), (1.0, 0.02), (1.0, 0.05), (1.0, 0.1), (1.0, 0.15), ("extrapolated", 0.02), ("extrapolated", 0.1)]
 
 
 def replays(root: Path, recorded: list[dict], cases: list[dict]) -> list[dict]:
@@ -334,7 +346,8 @@ def replays(root: Path, recorded: list[dict], cases: list[dict]) -> list[dict]:
         cost, names = [], []
         for case, row in zip(recorded, cases, strict=True):
             finals = {float(k): v for k, v in (row["final_probe_kl_here"] or row["final_probe_kl"]).items()}
-            out = replay(root, case, finals, fraction, spread)
+            out = (replay(root, case, finals, spread=spread, extrapolate=True) if fraction == "extrapolated" else
+                   replay(root, case, finals, fraction, spread))
             if out is None:
                 continue
             best = min(finals, key=finals.get)
@@ -343,7 +356,11 @@ def replays(root: Path, recorded: list[dict], cases: list[dict]) -> list[dict]:
             cost.append(row["cost_runs"] + out["added_runs"])
             names.append(f"{case['task']} {case['model']}")
         if names:
-            rows.append({"cooldown": fraction, "ties": f"{100 * spread:g}%", "cases": len(names),
+            variant = ("the live search" if (fraction, spread) == (LIVE["cooldown"], 0.02) else
+                       "ranked by each probe's power law to the end" if fraction == "extrapolated" else
+                       "wider ties" if fraction == LIVE["cooldown"] else "a longer cooldown at 30%")
+            rows.append({"variant": variant, "cooldown": LIVE["cooldown"] if fraction == "extrapolated" else fraction,
+                         "ties": f"{100 * spread:g}%", "cases": len(names),
                          "agree": agree, "live_agree": live, "mean_cost_runs": round(sum(cost) / len(cost), 2),
                          "which": "all sixteen" if len(names) == len(recorded) else ", ".join(names)})
     return rows

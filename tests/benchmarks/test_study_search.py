@@ -28,10 +28,12 @@ def _run(where: Path, config: RunConfig, rows: list[dict]) -> None:
     (where / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def make_study(root: Path, live: dict[float, float], longer: dict[float, float] | None = None) -> dict:
+def make_study(root: Path, live: dict[float, float], longer: dict[float, float] | None = None,
+               early: dict[float, float] | None = None) -> dict:
     """A study folder of one HMM case: the live search's document (the leader of ``live``, the
     annealed probe KL at the last comparison, trained on to the end), each candidate's kept state
-    there, its live cooldown branch and, with ``longer``, its cooldown branch of 0.5 x the step."""
+    there, its live cooldown branch and, with ``longer``, its cooldown branch of 0.5 x the step;
+    ``early``: the annealed probes at the first comparison (step 150)."""
     base = RunConfig.build({"task": "hmm", "model": "mlp", "train": {"steps": STEPS, "schedule": "cosine"}}, where="t")
     leader = min(live, key=live.get)
     candidates = []
@@ -46,7 +48,8 @@ def make_study(root: Path, live: dict[float, float], longer: dict[float, float] 
             _run(study.cooldown_dir(root, "hmm", root / "hmm" / "points" / f"{run}-at{LAST}", 0.5), config,
                  [{"step": LAST + 225, "probe_kl_bayes_model": longer[rate]}])
         scores = {"150": 0.1, str(LAST): 0.09, **({str(STEPS): FINALS[rate]} if rate == leader else {})}
-        candidates.append({"point": {"train.lr": rate}, "run": run, "scores": scores})
+        candidates.append({"point": {"train.lr": rate}, "run": run, "scores": scores,
+                           "annealed": {"150": (early or {}).get(rate, 0.1), str(LAST): live[rate]}})
     doc = {"task": "hmm", "model": "mlp", "metric": "kl_bayes_model", "rung_steps": [150, LAST, STEPS],
            "base": base.model_dump(mode="json"), "candidates": candidates}
     (root / "hmm" / "tune-hmm-mlp.json").write_text(json.dumps(doc))
@@ -77,3 +80,19 @@ def test_where_the_guard_holds_the_leader_goes_on_alone_whatever_the_ties(tmp_pa
     for spread in (0.02, 0.2):
         out = study.replay(tmp_path, case, FINALS, spread=spread)
         assert out["held"] and out["pick"] == 1e-3 and out["added_runs"] == 0
+
+
+def test_extrapolation_ranks_by_each_probes_power_law_at_the_end(tmp_path):
+    # 1e-3 leads at 450 (0.0100) but fell only by 2x from step 150; 3.16e-3 (0.0110) fell by 9x: its power
+    # law, 0.011 * (1500/450)^-2, ends far below 0.01 * (1500/450)^-0.63
+    case = make_study(tmp_path, {1e-3: 0.0100, 3.16e-3: 0.0110, 1e-2: 0.0200},
+                      early={1e-3: 0.0200, 3.16e-3: 0.0990, 1e-2: 0.0400})
+    assert study.replay(tmp_path, case, FINALS)["pick"] == 1e-3
+    out = study.replay(tmp_path, case, FINALS, extrapolate=True)
+    assert out["pick"] == 3.16e-3 and out["kept"] == [3.16e-3] and out["added_runs"] == 0
+    rows = study.replays(tmp_path, [case], [{"final_probe_kl_here": None, "agrees": False, "cost_runs": 2.0,
+                                             "final_probe_kl": {str(k): v for k, v in FINALS.items()}}])
+    by = {(r["variant"], r["ties"]): r for r in rows}
+    assert by[("the live search", "2%")]["agree"] == 0 and by[("ranked by each probe's power law to the end", "2%")]["agree"] == 1
+    assert by[("wider ties", "15%")]["agree"] == 1 and by[("wider ties", "15%")]["mean_cost_runs"] == 2.7
+    assert not any(r["variant"] == "a longer cooldown at 30%" for r in rows)  # no longer branches trained: no row
