@@ -322,6 +322,22 @@ def test_the_plateau_guard_keeps_every_candidate_while_the_leader_has_not_left_t
     assert survivors(ranked, 1, guard=0.5) == (["a", "b", "c"], True)  # the leader closes 5% of the gap: nobody stops
     assert survivors([("a", 0.1, 0.8), *ranked[1:]], 1, guard=0.5) == (["a"], False)  # left the plateau
     assert survivors([("d", math.nan, None)], 1, guard=0.5) == (["d"], False)
+    assert survivors(ranked, 1, ties=True, spread=0.2) == (["a", "b", "c"], False)  # c is 17% behind a
+    assert survivors(ranked, 1, spread=0.2) == (["a"], False)  # a spread without ties keeps nobody more
+
+
+def test_wider_finalists_train_every_candidate_within_the_spread_to_the_end_and_the_best_there_wins(tmp_path):
+    spec = TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2, 3e-2]}, "compare_at": [0.5], "keep_ties": True,
+                           "finalists": 0.99})
+    res = tune(tiny(), tmp_path, spec, Execution.quiet())
+    ended = {c["point"]["train.lr"]: c["scores"][20] for c in res.candidates if 20 in c["scores"]}
+    assert len(ended) == 3  # every probe within 99% of the leader's at step 10: all three to the end
+    assert res.best == {"train.lr": min(ended, key=ended.get)}
+    assert json.loads(res.files["json"].read_text())["spec"]["finalists"] == 0.99
+    narrow = TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2, 3e-2]}, "compare_at": [0.5]}).to_json()
+    assert "finalists" not in narrow  # the default is not written, as searches were before it
+    with pytest.raises(ConfigError, match="finalists"):
+        TuneSpec.build({"finalists": 1.5})
 
 
 def test_a_candidate_counts_as_finished_only_at_its_end_or_decided_under_the_searchs_own_rule(tmp_path):

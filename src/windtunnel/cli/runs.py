@@ -244,6 +244,8 @@ def tune_cmd(
                                           "fraction of the comparison step (default 0.2; 0: as they are)"),
     settle: bool = typer.Option(False, "--settle", help="where every rate is still on the plateau at the last "
                                 "comparison, train them all to the end"),
+    finalists: float | None = typer.Option(None, "--finalists", help="at the last comparison, train to the end every "
+                                           "candidate within this relative spread of the leader (default 0.02)"),
     halving: bool = typer.Option(False, "--halving", help="the plain successive halving of earlier versions (no "
                                  "cooldown, no plateau guard, no ties kept)"),
     out: Path | None = typer.Option(None, "--out", help="folder (default runs/tune-<task>-<model>, or "
@@ -277,7 +279,8 @@ def tune_cmd(
         if halving:
             spec["halving"] = True
         elif not full:
-            spec.update(SEARCH, settle=settle, **({"cooldown": cooldown} if cooldown is not None else {}))
+            spec.update(SEARCH, settle=settle, **({"cooldown": cooldown} if cooldown is not None else {}),
+                        **({"finalists": finalists} if finalists is not None else {}))
         models = list(dict.fromkeys(m.strip() for m in model.split(",") if m.strip()))
         request = TuneRequest.build(dict(task=task, models=models, profile=profile, overrides=list(overrides), spec=spec),
                                     where="tune")

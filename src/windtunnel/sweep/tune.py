@@ -41,6 +41,7 @@ from windtunnel.sweep.primitives import budget_execution, task_metric, tune_conf
 from windtunnel.sweep.run import tokens_to
 from windtunnel.sweep.tune_files import tune_name, write_tune
 from windtunnel.sweep.tune_rules import (  # noqa: F401  (rung_steps, probe_at: read from here by callers)
+    PLATEAU_SPREAD,
     cautions,
     curriculum_cautions,
     last_probe,
@@ -82,6 +83,9 @@ class TuneSpec(StrictConfig):
     settle: bool = Field(False, description="when the guard holds at the last comparison, train every candidate it kept "
                          "to the end (else keep the leader and record the others as unsettled)")
     keep_ties: bool = Field(False, description="keep every candidate within 2% of the leader at a comparison")
+    finalists: float = Field(PLATEAU_SPREAD, ge=0, lt=1, description="with keep_ties, at the last comparison: every "
+                             "candidate within this relative spread of the leader trains to the end, and the best at "
+                             "the end wins (a wider spread never picks worse, and costs its finalists)")
     keep_points: bool = Field(False, description="keep each candidate's resumable checkpoint at each comparison (in "
                               "points/), so that other cooldowns can be branched from it later (a study of the search)")
     decide_early: bool = Field(False, description="candidates trained to the end stop where their probe and evaluation "
@@ -98,7 +102,7 @@ class TuneSpec(StrictConfig):
         """As ``tune-*.json`` records it (the comparison settings only where there are comparisons)."""
         doc = self.model_dump(mode="json", by_alias=True)
         off = {"cooldown": 0.0, "guard": None, "settle": False, "keep_ties": False, "keep_points": False,
-               "decide_early": False}  # as searches were before them
+               "decide_early": False, "finalists": PLATEAU_SPREAD}  # as searches were before them
         return {k: v for k, v in doc.items() if not (k in off and (v == off[k] or (self.full and k != "decide_early")))}
 
 
@@ -363,7 +367,8 @@ class _Search:
                 c.probe_score[s] = None if v is None or base is None else primitive_score(spec.metric, v, base)
         last = self.i == len(self.steps_at) - 1
         keep = 1 if last else math.ceil(len(alive) / spec.eta)
-        kept, held = survivors([(c, value(c), c.probe_score.get(s)) for c in alive], keep, spec.guard, spec.keep_ties)
+        kept, held = survivors([(c, value(c), c.probe_score.get(s)) for c in alive], keep, spec.guard, spec.keep_ties,
+                               spec.finalists if last else PLATEAU_SPREAD)
         if last and held and not spec.settle:  # the leader goes on; the others could not be ruled out
             self.unsettled += kept[1:]
             kept = kept[:1]
