@@ -136,6 +136,13 @@ def cooldowns(root: Path, jobs: int, fractions: list[float], cases: list[tuple[s
                 branch_run(point, last, config, where)
                 end = config.train.cooldown.at + config.train.cooldown.steps
                 todo.append(Job(where.name, train_to, (config.model_dump(mode="json"), str(where), end)))
+    log = root / "cooldowns" / "invocations.txt"  # the replays' provenance names every invocation
+    log.parent.mkdir(parents=True, exist_ok=True)
+    line = (f"python benchmarks/study_search.py cooldowns --root {root} --fractions {','.join(f'{f:g}' for f in fractions)}"
+            f" --cases {','.join(f'{t}:{m}' for t, m in cases)}")
+    if line not in (log.read_text().splitlines() if log.is_file() else []):
+        with log.open("a") as f:
+            f.write(line + "\n")
     run_jobs(todo, Execution(workers=jobs, progress=False))
 
 
@@ -316,17 +323,28 @@ def analyse(root: Path, out: Path, concurrent: str) -> dict:
                ("cases", "cases"),
                ("agree", "agree"), ("live_agree", "the live search, same cases"),
                ("mean_cost_runs", "mean cost (runs)"), ("which", "cases replayed")]
+    whole = [r for r in rows if r["cases"] == len(cases)]
+    live_row = next(r for r in whole if r["variant"] == "the live search")
+    enough = [r for r in whole if r["agree"] >= 14]
+    cheapest = min(enough, key=lambda r: r["mean_cost_runs"]) if enough else max(whole, key=lambda r: r["agree"])
+    title = ("The last comparison replayed from the kept states: the live search agrees in "
+             f"{live_row['agree']} of {len(cases)} at a mean cost of {live_row['mean_cost_runs']} runs; "
+             f"the cheapest variant replayed on all {len(cases)} that reaches 14 is {cheapest['variant']} within "
+             f"{cheapest['ties']}: {cheapest['agree']} of {len(cases)}, at {cheapest['mean_cost_runs']} runs"
+             if enough else
+             f"the best variant replayed on all {len(cases)} is {cheapest['variant']} within {cheapest['ties']}: "
+             f"{cheapest['agree']} of {len(cases)}, at {cheapest['mean_cost_runs']} runs (none reaches 14)")
     (out / "replays.json").write_text(json.dumps({
-        "title": "The last comparison replayed from the kept states: longer cooldown branches and wider ties",
+        "title": title,
         "what": "Each case's last comparison (30%) again, from the candidates' states the live search kept there: "
                 "cooldown branches of the given length (0.2: the live ones), the plateau guard as live, and every "
                 "candidate within the given spread of the leader kept to the end (the pick: the best of them at the "
                 "end, read from the finals). Cost: the live search's, plus the longer branches and the extra "
                 "finalists. The first comparison (10%) is the live one.",
         "columns": [{"key": k, "label": v} for k, v in columns], "rows": rows,
-        "provenance": {**doc["provenance"], "command": (
-            f"python benchmarks/study_search.py cooldowns --root {root} --fractions 0.5,1 && "
-            f"python benchmarks/study_search.py analyse --root {root}")},
+        "provenance": {**doc["provenance"], "command": " && ".join([
+            *(invocations.read_text().splitlines() if (invocations := root / "cooldowns" / "invocations.txt").is_file()
+              else []), f"python benchmarks/study_search.py analyse --root {root}"])},
     }, indent=1, ensure_ascii=False) + "\n")
     return doc
 
