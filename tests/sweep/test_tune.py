@@ -338,6 +338,11 @@ def test_wider_finalists_train_every_candidate_within_the_spread_to_the_end_and_
     assert "finalists" not in narrow  # the default is not written, as searches were before it
     with pytest.raises(ConfigError, match="finalists"):
         TuneSpec.build({"finalists": 1.5})
+    with pytest.raises(ConfigError, match="finalists = 0.15: .*keep_ties"):
+        TuneSpec.build({"finalists": 0.15})  # without ties it would change nothing: said, not ignored
+    res = CliRunner().invoke(app, ["tune", "bijection", "transformer", "--full", "--finalists", "0.15",
+                                   "--out", str(tmp_path / "x")])
+    assert res.exit_code != 0 and "--finalists 0.15" in res.output and "--full" in res.output
 
 
 def test_a_candidate_counts_as_finished_only_at_its_end_or_decided_under_the_searchs_own_rule(tmp_path):

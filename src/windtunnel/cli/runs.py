@@ -276,6 +276,9 @@ def tune_cmd(
             raise ConfigError(f"{option} {fractions!r}: comma-separated fractions of the run, e.g. 0.1,0.3") from None
         spec = {"compare_at": points, "eta": eta, "full": full, **({"metric": metric} if metric else {}),
                 **({"grid": dict(parse_grid_option(g) for g in grid)} if grid else {})}
+        if finalists is not None and (halving or full):
+            raise ConfigError(f"--finalists {finalists:g}: the spread of the rates trained to the end after the last "
+                              f"comparison; {'--halving' if halving else '--full'} has no such comparison")
         if halving:
             spec["halving"] = True
         elif not full:

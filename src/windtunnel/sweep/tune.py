@@ -96,6 +96,9 @@ class TuneSpec(StrictConfig):
         r = self.compare_at
         if any(not 0 < f < 1 for f in r) or any(b <= a for a, b in zip(r, r[1:])):
             raise ValueError(f"compare_at = {r}: fractions of the run, increasing, each in (0, 1)")
+        if self.finalists != PLATEAU_SPREAD and not self.keep_ties:
+            raise ValueError(f"finalists = {self.finalists}: a spread of the ties kept at the last comparison, so it "
+                             "needs keep_ties = true")
         return self
 
     def to_json(self) -> dict[str, Any]:
