@@ -19,6 +19,9 @@ a rate whose final probe KL is within 2% of the winner's. ``analyse`` judges the
 ``settle`` mode (the leader and the rates the guard kept, each to the end: the best of them,
 read from the record) and the halving of before, and writes ``results/search-study/study.json``
 (every case, the picks, the costs in run lengths, the provenance) for the docs' generated page.
+It also replays each case's last comparison with other rules (:func:`replay`: wider ties, the
+longer branches ``cooldowns`` trained from the kept states, a power law through the probes) into
+``results/search-study/replays.json``.
 """
 
 from __future__ import annotations
@@ -119,7 +122,7 @@ def cooldown_dir(root: Path, task: str, point: Path, fraction: float) -> Path:
 def cooldowns(root: Path, jobs: int, fractions: list[float], cases: list[tuple[str, str]]) -> None:
     """Longer cooldown branches at each case's last comparison, from the states the live search
     kept there (``points/``): every candidate compared there, annealed to 0 over ``fraction`` x the
-    step. What the live search would have picked with them is :func:`cooldown_picks`."""
+    step. What the live search would have picked with them is :func:`replay`."""
     from windtunnel.sweep.jobs import Job, run_jobs
     from windtunnel.sweep.tune import branch_config, train_to
     from windtunnel.train.config import RunConfig
