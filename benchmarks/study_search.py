@@ -27,6 +27,7 @@ longer branches ``cooldowns`` trained from the kept states, a power law through 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 from pathlib import Path
@@ -55,17 +56,26 @@ def run(root: Path, jobs: int) -> None:
         run_tune(TuneRequest.build({"task": task, "models": models, "spec": LIVE}), root / task, how)
 
 
-def _scores(doc: dict):
-    """Probe value -> its primitive score (the search's own probe and baseline)."""
+@functools.cache
+def _baseline(base_json: str, metric: str) -> float:
+    """The best baseline's probe value of ``metric`` for a search's base config (as JSON text):
+    computed once per case, however many replays ask."""
     from windtunnel.evaluate.evaluator import probe_baselines, sample_eval
-    from windtunnel.evaluate.record import METRICS, primitive_score
+    from windtunnel.evaluate.record import METRICS
     from windtunnel.tasks import make_task
     from windtunnel.train.config import RunConfig
 
-    base = RunConfig.build(doc["base"], where="search base")
+    base = RunConfig.build(json.loads(base_json), where="search base")
     task = make_task(base.task, base.task_params)
-    baseline = probe_baselines(task, sample_eval(task, base.train.eval_probe_size, base.train.seed, "probe"))[
-        METRICS[doc["metric"]].probe_key]
+    return probe_baselines(task, sample_eval(task, base.train.eval_probe_size, base.train.seed, "probe"))[
+        METRICS[metric].probe_key]
+
+
+def _scores(doc: dict):
+    """Probe value -> its primitive score (the search's own probe and baseline)."""
+    from windtunnel.evaluate.record import primitive_score
+
+    baseline = _baseline(json.dumps(doc["base"], sort_keys=True), doc["metric"])
     return lambda value: primitive_score(doc["metric"], value, baseline)
 
 
@@ -98,9 +108,11 @@ def ground(root: Path, jobs: int) -> None:
         run_tune(TuneRequest.build({"task": task, "models": models, "spec": {"full": True}}), root / "full" / task, how)
 
 
+@functools.cache
 def last_points(root: Path, task: str, model: str) -> tuple[dict, int, list[tuple[float, Path, dict]]]:
     """A case's live search (its document), its last comparison step, and every candidate compared
-    there: (rate, its kept state at that step, its config)."""
+    there: (rate, its kept state at that step, its config). Read once per case (the replays ask
+    for it once per rule); the caller does not change it."""
     from windtunnel.sweep.tune_files import tune_name
 
     folder = root / task
