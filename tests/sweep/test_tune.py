@@ -13,7 +13,7 @@ from windtunnel.config import ConfigError
 from windtunnel.sweep import Execution
 from windtunnel.sweep import jobs as jobs_module
 from windtunnel.sweep import tune as tune_module
-from windtunnel.sweep.tune import Candidate, TuneSpec, probe_at, rung_steps, tune, tune_many
+from windtunnel.sweep.tune import Candidate, TuneRequest, TuneSpec, probe_at, rung_steps, tune, tune_many
 from windtunnel.sweep.tune_files import tune_markdown
 from windtunnel.sweep.tune_rules import cautions, curriculum_cautions
 from windtunnel.sweep.tune_rules import rank_key as _rank_key
@@ -340,6 +340,9 @@ def test_wider_finalists_train_every_candidate_within_the_spread_to_the_end_and_
         TuneSpec.build({"finalists": 1.5})
     with pytest.raises(ConfigError, match="finalists = 0.15: .*keep_ties"):
         TuneSpec.build({"finalists": 0.15})  # without ties it would change nothing: said, not ignored
+    assert TuneRequest(task="hmm", models=["mlp"]).spec.finalists == 0.15  # the default search's spread
+    wider = TuneRequest.build({"task": "hmm", "models": ["mlp"], "spec": {"finalists": 0.3}}).spec
+    assert (wider.finalists, wider.keep_ties, wider.cooldown) == (0.3, True, 0.2)  # the annealed search, wider
     res = CliRunner().invoke(app, ["tune", "bijection", "transformer", "--full", "--finalists", "0.15",
                                    "--out", str(tmp_path / "x")])
     assert res.exit_code != 0 and "--finalists 0.15" in res.output and "--full" in res.output

@@ -245,7 +245,7 @@ def tune_cmd(
     settle: bool = typer.Option(False, "--settle", help="where every rate is still on the plateau at the last "
                                 "comparison, train them all to the end"),
     finalists: float | None = typer.Option(None, "--finalists", help="at the last comparison, train to the end every "
-                                           "candidate within this relative spread of the leader (default 0.02)"),
+                                           "candidate within this relative spread of the leader (default 0.15)"),
     halving: bool = typer.Option(False, "--halving", help="the plain successive halving of earlier versions (no "
                                  "cooldown, no plateau guard, no ties kept)"),
     out: Path | None = typer.Option(None, "--out", help="folder (default runs/tune-<task>-<model>, or "
