@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_scorecard_budget.py [MODEL] [--profile quick]
         [--steps 4] [--warmup 2] [--jobs N] [--validate TASK]
+        [--record results/scorecard-cost/priced.json --concurrent "nothing else running"]
 
 Running a scorecard for real takes most of an hour on 2 cores, so this prices it from its parts,
 each measured on this machine with the run's own thread count: per run of the scorecard's sweep
@@ -20,7 +21,8 @@ Two protocols are priced:
   searched from the profile's own rung: priced on the longer of its two paths (up while realised,
   down while not), with no run stopped early and the plateau guard keeping all five candidates
   through the comparisons: an upper bound, since an early decision or a lower rung not needed
-  only shortens it.
+  only shortens it; each search priced with one finalist, and a line for what each further
+  finalist (a rate within the spread at the last comparison) adds.
 
 ``--validate TASK`` also trains the transformer's run of TASK for real (the whole run, timed) to
 check the estimate against a measured run: pick a short one (``dirichlet``). Times are printed,
@@ -34,7 +36,9 @@ script puts on the path), a model of a user's that no profile commits a rate for
 from __future__ import annotations
 
 import argparse
+import datetime
 import heapq
+import json
 import math
 import statistics
 import subprocess
@@ -58,6 +62,9 @@ from windtunnel.tasks import make_generator
 from windtunnel.train.build import build
 from windtunnel.train.config import load_profile
 from windtunnel.train.trainer import check_loss, evaluate_run, make_optimizer, train, train_step
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from _provenance import head_commit, machine  # noqa: E402
 
 
 def timed(fn) -> float:
@@ -83,12 +90,13 @@ def run_seconds(cfg, p: dict[str, float]) -> float:
     return tc.steps * p["step"] + tc.steps // (tc.eval_every or max(1, tc.steps // 10)) * p["probe"] + p["eval"]
 
 
-def search_stages(cfg, p: dict[str, float], overhead: float, spec: TuneSpec, guard_holds: bool = False
-                  ) -> list[list[tuple[float, int]]]:
+def search_stages(cfg, p: dict[str, float], overhead: float, spec: TuneSpec, guard_holds: bool = False,
+                  finalists: int = 1) -> list[list[tuple[float, int]]]:
     """Per stage of a search on ``cfg``'s run, each job's leg as (seconds, the pool's sort key):
-    the candidates' training to the stage's step (the winner's evaluation in its last leg), and at a
-    comparison of an annealed search each candidate's cooldown branch; ``guard_holds``: every
-    candidate kept through the comparisons (none left the plateau)."""
+    the candidates' training to the stage's step (the finalists' evaluations in their last leg), and
+    at a comparison of an annealed search each candidate's cooldown branch; ``guard_holds``: every
+    candidate kept through the comparisons (none left the plateau); ``finalists``: the candidates
+    trained to the end after the last comparison (those within ``spec.finalists`` of the leader)."""
     tc = cfg.train
     every = tc.eval_every or max(1, tc.steps // 10)
     compare = rung_steps(cfg, spec.compare_at)
@@ -103,7 +111,7 @@ def search_stages(cfg, p: dict[str, float], overhead: float, spec: TuneSpec, gua
             cool = max(1, round(spec.cooldown * end))
             stages.append([(cool * p["step"] + p["probe"] + overhead, key // 10)] * n)
         last = i >= len(ends) - 2
-        n, prev = (1 if last else n if guard_holds else math.ceil(n / spec.eta)), end
+        n, prev = (min(n, finalists) if last else n if guard_holds else math.ceil(n / spec.eta)), end
     return stages
 
 
@@ -141,14 +149,22 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--jobs", default=None)
     ap.add_argument("--validate", default=None, help="also train the transformer's run of this task for real")
+    ap.add_argument("--record", type=Path, help="write the summary lines as committed data (results/scorecard-cost/priced.json)")
+    ap.add_argument("--concurrent", default="not stated", help="what else ran on the machine (for the record)")
     args = ap.parse_args()
 
     runs = unique_runs(expand(scorecard_sweep(args.model, args.profile)))
     jobs = budget_execution(args.profile, Execution(workers=args.jobs), [r.config for r in runs]).workers
     overhead = statistics.median(startup_seconds() for _ in range(3))
     tasks = [t for t, _ in PRIMITIVES.values()]
-    print(f"scorecard of {args.model} ({args.profile}): {len(runs)} runs on {jobs} worker(s), {cpu_cores()} core(s); "
-          f"{overhead:.1f} s to start each job's process")
+    summary: list[str] = []
+
+    def say(line: str) -> None:
+        print(line)
+        summary.append(line.strip())
+
+    say(f"scorecard of {args.model} ({args.profile}): {len(runs)} runs on {jobs} worker(s), {cpu_cores()} core(s); "
+        f"{overhead:.1f} s to start each job's process")
     print(f"{'run':44s} {'steps':>6s} {'ms/step':>8s} {'probe s':>8s} {'eval s':>7s} {'run s':>7s}")
     priced, secs = {}, {}
     for r in sorted(runs, key=lambda r: (tasks.index(r.config.task), r.experiment, r.config.model)):
@@ -162,11 +178,11 @@ def main() -> None:
     def searched(r) -> bool:
         return r.experiment == r.config.task and r.config.model not in load_profile(args.profile, r.config.task).get("tuned", {})
 
-    def price_protocol(which: list, spec: TuneSpec, guard: bool) -> tuple[float, float]:
+    def price_protocol(which: list, spec: TuneSpec, guard: bool, finalists: int = 1) -> tuple[float, float]:
         stages, core = [], 0.0
         for r in which:
             if searched(r):
-                legs = search_stages(r.config, priced[r.name], overhead, spec, guard)
+                legs = search_stages(r.config, priced[r.name], overhead, spec, guard, finalists)
                 stages += [[] for _ in range(len(legs) - len(stages))]
                 for k, leg in enumerate(legs):
                     stages[k] += leg
@@ -178,7 +194,7 @@ def main() -> None:
     rest = [(secs[r.name], run_cost(r)) for r in runs if not searched(r)]
     core += sum(s for s, _ in rest)
     wall += schedule(rest, jobs)
-    print(f"\nbefore (both models, every rung, plain halving): {core / 60:.1f} core-min, {wall / 60:.1f} min on {jobs} workers")
+    say(f"\nbefore (both models, every rung, plain halving): {core / 60:.1f} core-min, {wall / 60:.1f} min on {jobs} workers")
     # now, at most: the model alone, annealed searches (guard holding throughout), each ladder's longer path, no early stop
     mine = [r for r in runs if r.config.model == args.model]
     for guard in (False, True):
@@ -193,16 +209,33 @@ def main() -> None:
                     stage_jobs[k].append((secs[by_exp[exp].name], run_cost(by_exp[exp])))
         core += sum(s for st in stage_jobs for s, _ in st)
         wall += sum(schedule(st, jobs) for st in stage_jobs)
-        print(f"now, at most (the model alone, annealed searches{' with the guard holding' if guard else ''}, each "
-              f"ladder's longer path, no early stop): {core / 60:.1f} core-min, {wall / 60:.1f} min on {jobs} workers")
+        say(f"now, at most (the model alone, annealed searches{' with the guard holding' if guard else ''}, each "
+            f"ladder's longer path, no early stop): {core / 60:.1f} core-min, {wall / 60:.1f} min on {jobs} workers")
+    # a wider spread at the last comparison: each further finalist is one more candidate trained on to the end
+    one, _ = price_protocol(mine, annealed, False)
+    two, _ = price_protocol(mine, annealed, False, finalists=2)
+    say(f"each further finalist (a rate within {annealed.finalists:.0%} of the leader at the last comparison) in "
+        f"every search: +{(two - one) / 60:.1f} core-min; how many a search has depends on its probes")
 
     if args.validate:
         run = next(r for r in runs if r.experiment == args.validate and r.config.model == "transformer")
         with tempfile.TemporaryDirectory() as tmp:
             real = timed(lambda: train(run.config, Path(tmp) / "run", progress=False))
         est = run_seconds(run.config, priced[run.name]) + overhead
-        print(f"\nvalidation, {run.name} trained for real: {real:.0f} s against {est:.0f} s estimated "
-              f"(ratio {real / est:.2f})")
+        say(f"\nvalidation, {run.name} trained for real: {real:.0f} s against {est:.0f} s estimated "
+            f"(ratio {real / est:.2f})")
+    if args.record:
+        argv = [a for i, a in enumerate(sys.argv[1:]) if not {a, sys.argv[i]} & {"--record", "--concurrent"}]
+        command = " ".join(["python benchmarks/bench_scorecard_budget.py", *argv])
+        doc = {"title": f"What a full scorecard of {args.model} costs, priced from measured parts",
+               "provenance": {"command": command, "commit": head_commit(),
+                              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                              "machine": machine(), "concurrent": args.concurrent,
+                              "note": f"the command also prints each of the {len(runs)} runs' step, probe and "
+                                      "evaluation times; only its summary lines are kept here"},
+               "output": summary}
+        args.record.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        print(f"recorded: {args.record}")
 
 
 if __name__ == "__main__":

@@ -215,3 +215,15 @@ def test_the_report_lists_the_cautions_behind_the_scorecard(tmp_path):
     doc["primitives"]["transport"]["tuning"][USER] = {**search, "cautions": []}
     (tmp_path / "scorecard.json").write_text(json.dumps(doc))
     assert "Cautions" not in "\n".join(scorecard_section(tmp_path))
+
+
+def test_the_scorecards_search_takes_the_finalists_spread_and_refuses_it_without_a_last_comparison(tmp_path):
+    from windtunnel.sweep.scorecard import ScorecardRequest
+    from windtunnel.sweep.tune import SEARCH
+
+    assert ScorecardRequest.build({"model": "gru"}).search_spec("kl_bayes_model").finalists == SEARCH["finalists"]
+    assert ScorecardRequest.build({"model": "gru", "finalists": 0.3}).search_spec("kl_bayes_model").finalists == 0.3
+    with pytest.raises(ConfigError, match="finalists = 0.3: .*halving has no such comparison"):
+        ScorecardRequest.build({"model": "gru", "finalists": 0.3, "halving": True})
+    res = CliRunner().invoke(app, ["scorecard", "gru", "--full", "--finalists", "0.3", "--out", str(tmp_path / "no")])
+    assert res.exit_code == 2 and "finalists = 0.3" in res.output and not (tmp_path / "no").exists()

@@ -184,6 +184,8 @@ def scorecard(
     settle: bool = typer.Option(False, "--settle", help="train to the end the rates the search could not rule out "
                                 "(stopped while every rate was on the plateau)"),
     halving: bool = typer.Option(False, "--halving", help="search by the plain successive halving of earlier versions"),
+    finalists: float | None = typer.Option(None, "--finalists", help="the search trains to the end every rate within "
+                                           "this relative spread of the leader at its last comparison (default 0.15)"),
     early_stop: bool = typer.Option(True, "--early-stop/--no-early-stop", help="stop a run once its probe and its full "
                                     "evaluation agree that the primitive is realised"),
     reference: str = typer.Option("auto", "--reference", help="the transformer beside the model: auto (shipped where "
@@ -211,7 +213,8 @@ def scorecard(
         chosen = [p.strip() for p in primitives.split(",") if p.strip()] if primitives is not None else None
         request = ScorecardRequest.build(dict(model=model, profile=profile, seeds=seeds, primitives=chosen, rungs=rungs,
                                               full_ladder=full_ladder, tune=tune, full=full, settle=settle, halving=halving,
-                                              early_stop=early_stop, reference=reference, overrides=list(overrides)),
+                                              finalists=finalists, early_stop=early_stop, reference=reference,
+                                              overrides=list(overrides)),
                                          where="scorecard")
         if request.reference == "auto" and request.model != "transformer" and (why := request.auto_reason()):
             typer.echo(f"note: {why}: the transformer is trained beside {model} (as --reference train)")

@@ -71,6 +71,8 @@ class ScorecardRequest(_WithOverrides):
                        "with the plateau guard)")
     halving: bool = Field(False, description="the plain successive halving of earlier versions (no cooldown, guard or ties)")
     settle: bool = Field(False, description="where the plateau guard could not rule out a stopped rate, train it to the end")
+    finalists: float | None = Field(None, ge=0, lt=1, description="the annealed search's spread at its last comparison: "
+                                    "every rate within it of the leader trains to the end (None: the default, 0.15)")
     early_stop: bool = Field(True, description="a run stops once its probe and evaluation agree the primitive is realised")
     reference: str = Field("auto", description="the transformer's results: auto (shipped where the profile ships "
                            "them for these runs, else train), shipped (the package's data), train, none, or a "
@@ -82,6 +84,9 @@ class ScorecardRequest(_WithOverrides):
         chosen_primitives(self.profile, self.primitives)
         if self.tune and any(k == "train.lr" for k, _ in self.override_pairs):
             raise ValueError("--set train.lr=... fixes the learning rate that the scorecard would tune; add --no-tune")
+        if self.finalists is not None and (self.full or self.halving):
+            raise ValueError(f"finalists = {self.finalists:g}: the spread of the rates trained to the end after the "
+                             f"annealed search's last comparison; {'full' if self.full else 'halving'} has no such comparison")
         if self.reference not in ("auto", "shipped", "train", "none") and not Path(self.reference).is_dir():
             raise ValueError(f"reference = {self.reference!r}: auto, shipped, train, none, or a folder holding the "
                              "transformer's runs")
@@ -134,7 +139,8 @@ class ScorecardRequest(_WithOverrides):
     def search_spec(self, metric: str) -> TuneSpec:
         """How each learning rate is searched: every candidate to the end (``full``), or the
         annealed search with the plateau guard; candidates that go to the end decide early."""
-        doc = {"full": True} if self.full else {} if self.halving else {**SEARCH, "settle": self.settle}
+        doc = {"full": True} if self.full else {} if self.halving else {
+            **SEARCH, "settle": self.settle, **({"finalists": self.finalists} if self.finalists is not None else {})}
         return TuneSpec.build({**doc, "metric": metric, "decide_early": self.early_stop}, where="scorecard search")
 
 
