@@ -9,6 +9,7 @@ ablations, for our ``transformer`` and the authors' architecture (``tinygpt``).
     python scripts/keyframe_study.py run [--only GLOB]   # train + diagnose what is missing (resumable)
     python scripts/keyframe_study.py collect             # rebuild the JSON data from the run folders
     python scripts/keyframe_study.py render              # results/keyframe/*.json -> docs/results/keyframe.md
+                                                         # and docs/geometry.md's conclusions
 
 Every job is one run folder ``runs/keyframe/<job>`` (git-ignored; training resumes from it) and
 one small JSON ``results/keyframe/<job>.json`` (committed): the run's config, its evaluation,
@@ -332,7 +333,7 @@ def cmd_render(args) -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     from keyframe_render import render
 
-    render(RESULTS, PAGE, FIGURES)
+    render(RESULTS, PAGE, FIGURES, ROOT / "docs" / "geometry.md")
 
 
 def main(argv: list[str] | None = None) -> None:

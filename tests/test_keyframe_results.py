@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "keyframe"
 PAGE = ROOT / "docs" / "results" / "keyframe.md"
 FIGURES = ROOT / "docs" / "results" / "figures"
+GUIDE = ROOT / "docs" / "geometry.md"
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,8 @@ def rendered(tmp_path_factory):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = tmp_path_factory.mktemp("keyframe")
-    paths = module.render(RESULTS, out / "keyframe.md", out / "figures")
+    (out / "geometry.md").write_text(GUIDE.read_text())
+    paths = module.render(RESULTS, out / "keyframe.md", out / "figures", out / "geometry.md")
     return out, paths
 
 
@@ -29,6 +31,16 @@ def test_the_committed_page_is_its_data_rendered(rendered):
     assert PAGE.read_text() == (out / "keyframe.md").read_text(), (
         "docs/results/keyframe.md differs from what results/keyframe/*.json render to; "
         "run `python scripts/keyframe_study.py render` and commit the page")
+
+
+def test_the_geometry_guides_conclusions_are_their_data_rendered(rendered):
+    """docs/geometry.md's key-frame conclusions are a generated block: a number typed by hand there
+    (or data changed without rendering) fails here."""
+    out, _ = rendered
+    text = (out / "geometry.md").read_text()
+    assert "keyframe:conclusions" in text and "**The initialisation's scale is the factor" in text
+    assert GUIDE.read_text() == text, ("docs/geometry.md's key-frame conclusions differ from what results/keyframe/*.json "
+                                       "render to; run `python scripts/keyframe_study.py render` and commit the page")
 
 
 def test_the_committed_figures_are_their_data_rendered(rendered):
