@@ -40,6 +40,7 @@ import datetime
 import heapq
 import json
 import math
+import shlex
 import statistics
 import subprocess
 import sys
@@ -209,8 +210,9 @@ def main() -> None:
                     stage_jobs[k].append((secs[by_exp[exp].name], run_cost(by_exp[exp])))
         core += sum(s for st in stage_jobs for s, _ in st)
         wall += sum(schedule(st, jobs) for st in stage_jobs)
-        say(f"now, at most (the model alone, annealed searches{' with the guard holding' if guard else ''}, each "
-            f"ladder's longer path, no early stop): {core / 60:.1f} core-min, {wall / 60:.1f} min on {jobs} workers")
+        say(f"now, at most (the model alone, annealed searches{' with the guard holding' if guard else ''} and one "
+            f"finalist each, each ladder's longer path, no early stop): {core / 60:.1f} core-min, {wall / 60:.1f} min "
+            f"on {jobs} workers")
     # a wider spread at the last comparison: each further finalist is one more candidate trained on to the end
     one, _ = price_protocol(mine, annealed, False)
     two, _ = price_protocol(mine, annealed, False, finalists=2)
@@ -225,8 +227,10 @@ def main() -> None:
         say(f"\nvalidation, {run.name} trained for real: {real:.0f} s against {est:.0f} s estimated "
             f"(ratio {real / est:.2f})")
     if args.record:
-        argv = [a for i, a in enumerate(sys.argv[1:]) if not {a, sys.argv[i]} & {"--record", "--concurrent"}]
-        command = " ".join(["python benchmarks/bench_scorecard_budget.py", *argv])
+        command = shlex.join(["python", "benchmarks/bench_scorecard_budget.py", args.model, "--profile", args.profile,
+                              "--steps", str(args.steps), "--warmup", str(args.warmup),
+                              *(["--jobs", str(args.jobs)] if args.jobs else []),
+                              *(["--validate", args.validate] if args.validate else [])])
         doc = {"title": f"What a full scorecard of {args.model} costs, priced from measured parts",
                "provenance": {"command": command, "commit": head_commit(),
                               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

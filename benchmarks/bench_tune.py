@@ -82,7 +82,8 @@ def main() -> None:
     torch.set_num_threads(1)
     config = tune_configs(args.task, [args.model], "quick", {"train.steps": args.steps, "train.threads": 1})[0]
     halving = TuneSpec(metric=task_metric(args.task))
-    searches = [("the default search (annealed, the plateau guard, finalists within 15%)", halving.replace(**SEARCH)),
+    searches = [(f"the default search (annealed, the plateau guard, finalists within {SEARCH['finalists']:.0%})",
+                 halving.replace(**SEARCH)),
                 ("plain successive halving (before)", halving),
                 *([("every candidate to the end", halving.replace(full=True))] if args.full else [])]
     with tempfile.TemporaryDirectory() as tmp:

@@ -225,5 +225,8 @@ def test_the_scorecards_search_takes_the_finalists_spread_and_refuses_it_without
     assert ScorecardRequest.build({"model": "gru", "finalists": 0.3}).search_spec("kl_bayes_model").finalists == 0.3
     with pytest.raises(ConfigError, match="finalists = 0.3: .*halving has no such comparison"):
         ScorecardRequest.build({"model": "gru", "finalists": 0.3, "halving": True})
+    with pytest.raises(ConfigError, match="finalists = 0.3: .*no search"):
+        ScorecardRequest.build({"model": "gru", "finalists": 0.3, "tune": False})
+    assert SEARCH["finalists"] == 0.15
     res = CliRunner().invoke(app, ["scorecard", "gru", "--full", "--finalists", "0.3", "--out", str(tmp_path / "no")])
     assert res.exit_code == 2 and "finalists = 0.3" in res.output and not (tmp_path / "no").exists()

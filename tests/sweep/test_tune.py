@@ -343,6 +343,17 @@ def test_wider_finalists_train_every_candidate_within_the_spread_to_the_end_and_
     assert TuneRequest(task="hmm", models=["mlp"]).spec.finalists == 0.15  # the default search's spread
     wider = TuneRequest.build({"task": "hmm", "models": ["mlp"], "spec": {"finalists": 0.3}}).spec
     assert (wider.finalists, wider.keep_ties, wider.cooldown) == (0.3, True, 0.2)  # the annealed search, wider
+
+    def spec(**named):
+        return TuneRequest.build({"task": "hmm", "models": ["mlp"], "spec": named}).spec
+
+    longer = spec(cooldown=0.5)  # the annealed search with a longer cooldown, as `tune --cooldown 0.5`
+    assert (longer.cooldown, longer.guard, longer.keep_ties, longer.finalists) == (0.5, 0.5, True, 0.15)
+    no_ties = spec(keep_ties=False)
+    assert (no_ties.cooldown, no_ties.guard, no_ties.keep_ties, no_ties.finalists) == (0.2, 0.5, False, 0.02)
+    assert spec(halving=False) == spec() and spec().finalists == 0.15
+    plain = spec(halving=True)
+    assert (plain.cooldown, plain.guard, plain.keep_ties, plain.finalists) == (0.0, None, False, 0.02)
     res = CliRunner().invoke(app, ["tune", "bijection", "transformer", "--full", "--finalists", "0.15",
                                    "--out", str(tmp_path / "x")])
     assert res.exit_code != 0 and "--finalists 0.15" in res.output and "--full" in res.output
@@ -362,3 +373,27 @@ def test_a_candidate_counts_as_finished_only_at_its_end_or_decided_under_the_sea
     assert not _reached(run.path, config, None, None)  # a search that does not decide trains it on
     run.write_eval({"steps": 20})
     assert _reached(run.path, config, None, None)
+
+
+def test_finalists_stopped_by_early_decisions_are_compared_at_the_same_step(tmp_path):
+    """A finalist that decided early is not ranked against another's later probe: all are
+    compared at the earliest step where one of them stopped (recorded as finalists_compared_at)."""
+    from windtunnel.evaluate.record import METRICS
+    from windtunnel.sweep.tune import _Search
+
+    key = kl = METRICS["kl_bayes_model"].probe_key
+    search = _Search(tiny(), tmp_path, TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2]}, "full": True}), print)
+    early, late = search.candidates
+
+    def log(c, rows):
+        (tmp_path / c.run).mkdir()
+        (tmp_path / c.run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, key: v}) + "\n" for s, v in rows))
+
+    log(early, [(10, 0.09), (12, 0.05)])  # decided at step 12
+    log(late, [(10, 0.08), (12, 0.06), (20, 0.03)])  # trained on: lower at 20 only for training longer
+    early.scores[20], late.scores[20] = 0.05, 0.03  # each one's last probe, as advance() records it
+    assert search.rank_finalists([late, early], 20) == [early, late] and search.compared_at == 12
+    (tmp_path / early.run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, kl: v}) + "\n" for s, v in [(10, 0.09), (12, 0.05), (20, 0.04)]))
+    early.scores[20], search.compared_at = 0.04, None
+    assert search.rank_finalists([early, late], 20) == [late, early] and search.compared_at is None  # both at the end

@@ -84,9 +84,10 @@ class ScorecardRequest(_WithOverrides):
         chosen_primitives(self.profile, self.primitives)
         if self.tune and any(k == "train.lr" for k, _ in self.override_pairs):
             raise ValueError("--set train.lr=... fixes the learning rate that the scorecard would tune; add --no-tune")
-        if self.finalists is not None and (self.full or self.halving):
+        if self.finalists is not None and (self.full or self.halving or not self.tune):
+            why = "full" if self.full else "halving" if self.halving else "tune = false (no search)"
             raise ValueError(f"finalists = {self.finalists:g}: the spread of the rates trained to the end after the "
-                             f"annealed search's last comparison; {'full' if self.full else 'halving'} has no such comparison")
+                             f"annealed search's last comparison; {why} has no such comparison")
         if self.reference not in ("auto", "shipped", "train", "none") and not Path(self.reference).is_dir():
             raise ValueError(f"reference = {self.reference!r}: auto, shipped, train, none, or a folder holding the "
                              "transformer's runs")

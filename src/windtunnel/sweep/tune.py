@@ -45,6 +45,7 @@ from windtunnel.sweep.tune_rules import (  # noqa: F401  (rung_steps, probe_at: 
     cautions,
     curriculum_cautions,
     last_probe,
+    last_probe_step,
     probe_at,
     rank_key,
     rung_steps,
@@ -84,7 +85,8 @@ class TuneSpec(StrictConfig):
                                 "it, no candidate is stopped (None: off)")
     settle: bool = Field(False, description="when the guard holds at the last comparison, train every candidate it kept "
                          "to the end (else keep the leader and record the others as unsettled)")
-    keep_ties: bool = Field(False, description="keep every candidate within 2% of the leader at a comparison")
+    keep_ties: bool = Field(False, description="keep every candidate within 2% of the leader at a comparison (at the "
+                            "last one, within `finalists`)")
     finalists: float = Field(PLATEAU_SPREAD, ge=0, lt=1, description="with keep_ties, at the last comparison: every "
                              "candidate within this relative spread of the leader trains to the end, and the best at "
                              "the end wins (a wider spread never picks worse, and costs its finalists)")
@@ -115,9 +117,10 @@ class TuneRequest(StrictConfig):
     """One ``windtunnel tune`` call: ``models`` searched on ``task`` at the profile's own setting
     with its scorecard's budget, the ``overrides`` (``section.field=value`` text) applied to every
     candidate. A ``spec`` given as a mapping without ``metric`` ranks by the task's primitive
-    metric (accuracy for recall, else KL), and is the annealed search (:data:`SEARCH`, its
-    ``finalists`` as given) unless it sets another of its fields, ``full``, or ``"halving": true``
-    (the plain successive halving)."""
+    metric (accuracy for recall, else KL), and is the annealed search: :data:`SEARCH`'s settings
+    under the ones it names (``{"cooldown": 0.5}`` is the annealed search with a longer cooldown;
+    ``"keep_ties": false`` drops the finalists' spread with the ties), unless it sets ``"full": true``
+    or ``"halving": true`` (the plain successive halving: only what it names)."""
 
     task: str
     models: list[str] = Field(min_length=1, description="architectures, each searched on its own, all in one pool")
@@ -129,13 +132,13 @@ class TuneRequest(StrictConfig):
     @classmethod
     def _task_metric(cls, doc: Any) -> Any:
         """A spec given as a mapping: the task's metric where it names none, the annealed search's
-        settings where it is not a --full search and names none of them."""
+        settings under the ones it names where it is neither a --full search nor the plain halving."""
         if isinstance(doc, dict) and not isinstance(doc.get("spec"), TuneSpec):
             spec = dict(doc.get("spec") or {})
             spec.setdefault("metric", task_metric(str(doc.get("task"))))
-            if not spec.get("full") and not set(spec) & {*SEARCH, "halving"} - {"finalists"}:
-                spec = {**SEARCH, **spec}
-            spec.pop("halving", None)
+            if not spec.get("full") and not spec.pop("halving", False):
+                defaults = {k: v for k, v in SEARCH.items() if not (k == "finalists" and spec.get("keep_ties") is False)}
+                spec = {**defaults, **spec}
             doc = {**doc, "spec": spec}
         return doc
 
@@ -261,6 +264,7 @@ class _Search:
         self.alive, self.i, self.t0 = list(self.candidates), 0, time.perf_counter()
         self.error: str | None = None
         self.unsettled: list[Candidate] = []
+        self.compared_at: int | None = None  #: the common step the finalists were ranked at (early decisions)
         self.decide = Decision(spec.metric) if spec.decide_early else None
         self._baseline: float | None = None
 
@@ -362,10 +366,10 @@ class _Search:
             self.i = len(self.stages)
             return
         value = (lambda c: c.annealed.get(s)) if spec.cooldown and not self.final else (lambda c: c.scores[s])
-        alive.sort(key=lambda c: rank_key(spec.metric, value(c), c.kl))
         if self.final:
-            self.alive, self.i = alive, self.i + 1
+            self.alive, self.i = self.rank_finalists(alive, s), self.i + 1
             return
+        alive.sort(key=lambda c: rank_key(spec.metric, value(c), c.kl))
         if spec.guard is not None:
             base = self.baseline()
             for c in alive:
@@ -382,6 +386,20 @@ class _Search:
             if c not in kept:
                 c.status = f"stopped at step {s}" + (" (unsettled)" if c in self.unsettled else "")
         self.alive, self.i = kept, self.i + 1
+
+    def rank_finalists(self, alive: list[Candidate], end: int) -> list[Candidate]:
+        """The candidates trained to the end, best first. Where early decisions stopped some of them
+        at different steps, all are compared at the earliest of those steps (``compared_at``), so
+        that a rate is not preferred for having trained longer; else by their probes at the end."""
+        metric = self.spec.metric
+        stops = [last_probe_step(self.out / c.run, metric) for c in alive]
+        common = min((t for t in stops if t is not None), default=end)
+        if len(alive) < 2 or all(t in (None, common) for t in stops):
+            return sorted(alive, key=lambda c: rank_key(metric, c.scores[end], c.kl))
+        self.compared_at = common
+        at = {c.run: (probe_at(self.out / c.run, common, metric), probe_at(self.out / c.run, common, "kl_bayes_model"))
+              for c in alive}
+        return sorted(alive, key=lambda c: rank_key(metric, *at[c.run]))
 
     def result(self, together: int = 1) -> TuneResult:
         """The winner, its evaluation, the cautions; writes the search's table files."""
@@ -408,6 +426,8 @@ class _Search:
                "together": result.together, "cautions": result.cautions}
         if result.unsettled:
             doc["unsettled"] = result.unsettled
+        if self.compared_at is not None:
+            doc["finalists_compared_at"] = self.compared_at
         result.files = write_tune(self.out, doc)
         self.log(f"tune {base.task} {base.model}: best {result.best} (probe {spec.metric} "
                  f"{winner.scores[base.train.steps]:.4g}) in {result.seconds:.0f} s"

@@ -7,7 +7,8 @@ Bayes it closes on the probe). The best ``ceil(n / eta)`` survive (one at the la
 and so do:
 
 - **ties**: every candidate within :data:`PLATEAU_SPREAD` (2%) of the leader, where the ranking is
-  noise;
+  noise (at the last comparison within the search's ``finalists`` spread, 15% by default: they
+  all train to the end, and the best there wins);
 - **the plateau guard**: when the leader's probe score is below the guard (0.5: not even partly
   realised), nothing has left the plateau in a way that tells the candidates apart, and a rate
   still on it (or below it) may be the one that leaves it later: every candidate survives an
@@ -65,6 +66,13 @@ def last_probe(run_dir: Path, metric: str) -> float | None:
     key = METRICS[metric].probe_key
     rows = [r for r in RunDir(run_dir).metrics() if key in r]
     return float(rows[-1][key]) if rows else None
+
+
+def last_probe_step(run_dir: Path, metric: str) -> int | None:
+    """The step of the run's last logged probe of ``metric`` (None: it has none)."""
+    key = METRICS[metric].probe_key
+    rows = [r for r in RunDir(run_dir).metrics() if key in r]
+    return int(rows[-1]["step"]) if rows else None
 
 
 def rank_key(metric: str, score: float | None, kl: float | None) -> tuple[float, float]:
