@@ -49,6 +49,11 @@ def trained_steps(run_dir: Path) -> int:
     return (rows[-1]["step"] - (cool.at if cool else 0)) if rows else 0
 
 
+def kept_at(result) -> list[int]:
+    """How many candidates a search (a TuneResult) scored at each comparison and at the end."""
+    return [sum(1 for c in result.candidates if step in c["scores"]) for step in result.rung_steps]
+
+
 def record(path: Path, args: argparse.Namespace, rows: list[tuple[str, float, int]]) -> None:
     """The measured table as committed data: each search's wall time and optimiser steps against one run's."""
     single_wall, single_steps = rows[0][1], rows[0][2]
@@ -98,8 +103,8 @@ def main() -> None:
             res = tune(config, out, s, Execution.quiet(workers=1))
             wall = time.perf_counter() - t0
             steps = sum(trained_steps(d) for d in out.iterdir() if (d / "config.json").is_file())
-            kept = [sum(1 for c in res.candidates if step in c["scores"]) for step in res.rung_steps]
-            rows.append((f"{name}: best lr {res.best['train.lr']:g}, candidates at each comparison and the end {kept}",
+            rows.append((f"{name}: best lr {res.best['train.lr']:g}, candidates at each comparison and the end "
+                         f"{kept_at(res)}",
                          wall, steps))
     print(f"\n{args.task} / {args.model}, quick profile at {args.steps} steps, 1 thread, one run at a time\n")
     print("| | wall s | x one run | optimizer steps | x one run |")

@@ -26,3 +26,11 @@ def test_the_record_gives_each_search_against_one_run_with_its_provenance(tmp_pa
     assert doc["provenance"]["concurrent"] == "nothing else" and len(doc["provenance"]["commit"]) == 40
     assert [(r["wall_runs"], r["steps_runs"]) for r in doc["rows"]] == [(1.0, 1.0), (1.9, 2.1), (1.5, 1.8)]
     assert "| the default search | 190 | 1.9 | 630 | 2.1 |" in render_table(doc)
+
+
+def test_the_candidates_at_each_comparison_are_counted_from_the_results_int_steps():
+    from types import SimpleNamespace
+
+    result = SimpleNamespace(rung_steps=[30, 90, 300], candidates=[
+        {"scores": {30: 0.5}}, {"scores": {30: 0.4, 90: 0.3}}, {"scores": {30: 0.3, 90: 0.2, 300: 0.1}}])
+    assert bench.kept_at(result) == [3, 2, 1]
