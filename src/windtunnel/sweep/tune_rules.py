@@ -61,18 +61,21 @@ def probe_at(run_dir: Path, step: int, metric: str) -> float | None:
     return None
 
 
+def _last_probe_row(run_dir: Path, metric: str) -> dict | None:
+    key = METRICS[metric].probe_key
+    return next((r for r in reversed(RunDir(run_dir).metrics()) if key in r), None)
+
+
 def last_probe(run_dir: Path, metric: str) -> float | None:
     """The run's last logged probe of ``metric`` (at its end, or where an early decision stopped it)."""
-    key = METRICS[metric].probe_key
-    rows = [r for r in RunDir(run_dir).metrics() if key in r]
-    return float(rows[-1][key]) if rows else None
+    row = _last_probe_row(run_dir, metric)
+    return float(row[METRICS[metric].probe_key]) if row else None
 
 
 def last_probe_step(run_dir: Path, metric: str) -> int | None:
     """The step of the run's last logged probe of ``metric`` (None: it has none)."""
-    key = METRICS[metric].probe_key
-    rows = [r for r in RunDir(run_dir).metrics() if key in r]
-    return int(rows[-1]["step"]) if rows else None
+    row = _last_probe_row(run_dir, metric)
+    return int(row["step"]) if row else None
 
 
 def rank_key(metric: str, score: float | None, kl: float | None) -> tuple[float, float]:
