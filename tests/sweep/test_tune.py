@@ -180,6 +180,8 @@ def test_the_tune_command_writes_its_table_and_page_and_checks_its_arguments(tmp
     assert res.exit_code == 0, res.output
     assert "### tune: mlp on bijection" in res.output
     assert (out / "report.html").is_file() and "## Tuning" in (out / "report.md").read_text()
+    spec = json.loads((out / "tune-bijection-mlp.json").read_text())["spec"]
+    assert (spec["cooldown"], spec["guard"], spec["keep_ties"], spec["finalists"]) == (0.2, 0.5, True, 0.15)  # SEARCH
     for bad, match in ((["--compare-at", "x"], "--compare-at"), (["--compare-at", "0.5,0.2"], "compare_at"),
                        (["--rungs", "0.5,0.2"], "compare_at"), (["--metric", "bits"], "metric"),
                        (["--jobs", "0"], "jobs")):

@@ -267,7 +267,7 @@ def tune_cmd(
     """
     from windtunnel.report.page import write_report
     from windtunnel.sweep.config import parse_grid_option
-    from windtunnel.sweep.tune import SEARCH, TuneRequest, run_tune
+    from windtunnel.sweep.tune import TuneRequest, run_tune
 
     def go():
         if rungs is not None:
@@ -284,8 +284,8 @@ def tune_cmd(
                               f"comparison; {'--halving' if halving else '--full'} has no such comparison")
         if halving:
             spec["halving"] = True
-        elif not full:
-            spec.update(SEARCH, settle=settle, **({"cooldown": cooldown} if cooldown is not None else {}),
+        elif not full:  # the annealed search: TuneRequest puts SEARCH's settings under these
+            spec.update(settle=settle, **({"cooldown": cooldown} if cooldown is not None else {}),
                         **({"finalists": finalists} if finalists is not None else {}))
         models = list(dict.fromkeys(m.strip() for m in model.split(",") if m.strip()))
         request = TuneRequest.build(dict(task=task, models=models, profile=profile, overrides=list(overrides), spec=spec),
