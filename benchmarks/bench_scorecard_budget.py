@@ -36,7 +36,6 @@ script puts on the path), a model of a user's that no profile commits a rate for
 from __future__ import annotations
 
 import argparse
-import datetime
 import heapq
 import json
 import math
@@ -65,7 +64,7 @@ from windtunnel.train.config import load_profile
 from windtunnel.train.trainer import check_loss, evaluate_run, make_optimizer, train, train_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from _provenance import head_commit, machine  # noqa: E402
+from _provenance import provenance  # noqa: E402
 
 
 def timed(fn) -> float:
@@ -232,11 +231,9 @@ def main() -> None:
                               *(["--jobs", str(args.jobs)] if args.jobs else []),
                               *(["--validate", args.validate] if args.validate else [])])
         doc = {"title": f"What a full scorecard of {args.model} costs, priced from measured parts",
-               "provenance": {"command": command, "commit": head_commit(),
-                              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                              "machine": machine(), "concurrent": args.concurrent,
-                              "note": f"the command also prints each of the {len(runs)} runs' step, probe and "
-                                      "evaluation times; only its summary lines are kept here"},
+               "provenance": provenance(command, args.concurrent,
+                                        note=f"the command also prints each of the {len(runs)} runs' step, probe and "
+                                             "evaluation times; only its summary lines are kept here"),
                "output": summary}
         args.record.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
         print(f"recorded: {args.record}")

@@ -22,7 +22,6 @@ time it on idle cores and say in ``--concurrent`` what else ran.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from windtunnel.train.rundir import RunDir
 from windtunnel.train.trainer import train
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from _provenance import head_commit, machine  # noqa: E402
+from _provenance import provenance  # noqa: E402
 
 
 def trained_steps(run_dir: Path) -> int:
@@ -63,9 +62,7 @@ def record(path: Path, args: argparse.Namespace, rows: list[tuple[str, float, in
                     f"{args.steps} steps, one thread, fresh folders): the default search "
                     f"{default[1] / single_wall:.2f}x one run in wall time, {default[2] / single_steps:.2f}x in "
                     "optimiser steps",
-           "provenance": {"command": command + (" --full" if args.full else ""), "commit": head_commit(),
-                          "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                          "machine": machine(), "concurrent": args.concurrent},
+           "provenance": provenance(command + (" --full" if args.full else ""), args.concurrent),
            "columns": [{"key": k, "label": label} for k, label in (
                ("what", "what"), ("wall_time_s", "wall time (s)"), ("wall_runs", "x one run (wall)"),
                ("optimiser_steps", "optimiser steps"), ("steps_runs", "x one run (steps)"))],

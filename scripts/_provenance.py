@@ -4,6 +4,7 @@ record_scorecard.py)."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import platform
 import subprocess
@@ -21,3 +22,10 @@ def head_commit() -> str:
     """The checkout's commit (asked in the checkout, wherever the script was started from)."""
     root = Path(__file__).resolve().parents[1]
     return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root).stdout.strip()
+
+
+def provenance(command: str, concurrent: str, **extra: str) -> dict[str, str]:
+    """A record's provenance for a measurement taken now, in this checkout, on this machine."""
+    return {"command": command, "commit": head_commit(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine(), "concurrent": concurrent, **extra}
