@@ -92,14 +92,15 @@ def test_controls(sets):
 
 
 class _Tok:
-    """A tokenizer stub: words in ``single`` are one token, others two."""
+    """A tokenizer stub: words in ``single`` are one token each (distinct ids, fixed across
+    processes: ``hash`` of a str is salted per process and collided mod 1000 in CI), others two."""
 
     def __init__(self, single):
-        self.single = single
+        self.ids = {w: 100 + i for i, w in enumerate(sorted(single))}
 
     def __call__(self, text, add_special_tokens=False):
         w = text.strip()
-        return {"input_ids": [hash(w) % 1000] if w in self.single else [1, 2]}
+        return {"input_ids": [self.ids[w]] if w in self.ids else [1, 2]}
 
 
 def test_single_token_labels_and_fallback():
