@@ -162,6 +162,27 @@ def cooldowns(root: Path, jobs: int, fractions: list[float], cases: list[tuple[s
     run_jobs(todo, Execution(workers=jobs, progress=False))
 
 
+def _annealed_at_last(root: Path, case: dict, fraction: float) -> list[tuple[float, float, float | None]] | None:
+    """Every candidate compared at the case's last comparison, with its probe after a cooldown branch
+    of ``fraction`` x the step there (the live branches, or those :func:`cooldowns` trained):
+    (rate, the search's metric, probe KL), unsorted; None where a branch is not trained."""
+    from windtunnel.sweep.tune import branch_config
+    from windtunnel.sweep.tune_rules import probe_at
+    from windtunnel.train.config import RunConfig
+
+    doc, last, points = last_points(root, case["task"], case["model"])
+    end = last + max(1, round(fraction * last))
+    out = []
+    for rate, point, cfg in points:
+        where = (root / case["task"] / branch_config(RunConfig.build(cfg, where=str(point)), last, fraction).run_name()
+                 if fraction == LIVE["cooldown"] else cooldown_dir(root, case["task"], point, fraction))
+        value = probe_at(where, end, doc["metric"]) if where.is_dir() else None
+        if value is None:
+            return None
+        out.append((rate, value, probe_at(where, end, "kl_bayes_model")))
+    return out
+
+
 def replay(root: Path, case: dict, finals: dict[float, float], fraction: float = LIVE["cooldown"],
            spread: float = 0.02, extrapolate: bool = False) -> dict | None:
     """The live search's last comparison again, with cooldown branches of ``fraction`` x the step
@@ -173,22 +194,15 @@ def replay(root: Path, case: dict, finals: dict[float, float], fraction: float =
     ``extrapolate`` (live branches only): where the guard lets go, the candidates are ranked by
     their annealed probes at the two comparisons extended to the end as a power law in the step
     (``v(t) = v(last) (t / last)^-c``, ``c`` from the two probes)."""
-    from windtunnel.sweep.tune import branch_config
-    from windtunnel.sweep.tune_rules import probe_at, rank_key, survivors
-    from windtunnel.train.config import RunConfig
+    from windtunnel.sweep.tune_rules import rank_key, survivors
 
     doc, last, points = last_points(root, case["task"], case["model"])
     steps, metric = doc["base"]["train"]["steps"], doc["metric"]
     live = max(1, round(LIVE["cooldown"] * last))
     end = last + max(1, round(fraction * last))
-    ranked = []
-    for rate, point, cfg in points:
-        where = (root / case["task"] / branch_config(RunConfig.build(cfg, where=str(point)), last, fraction).run_name()
-                 if fraction == LIVE["cooldown"] else cooldown_dir(root, case["task"], point, fraction))
-        value = probe_at(where, end, metric) if where.is_dir() else None
-        if value is None:
-            return None
-        ranked.append((rate, value, probe_at(where, end, "kl_bayes_model")))
+    ranked = _annealed_at_last(root, case, fraction)
+    if ranked is None:
+        return None
     ranked.sort(key=lambda r: rank_key(metric, r[1], r[2]))
     score = _scores(doc)
     kept, held = survivors([(r, v, score(v)) for r, v, _ in ranked], 1, LIVE["guard"], LIVE["keep_ties"], spread)
@@ -203,6 +217,56 @@ def replay(root: Path, case: dict, finals: dict[float, float], fraction: float =
     extra = (1 if held else len(kept)) - finalists
     return {"pick": pick, "held": held, "kept": kept,
             "added_runs": (len(points) * (end - live - last) + extra * (steps - last)) / steps}
+
+
+def replay_first(root: Path, case: dict, finals: dict[float, float], probe: str = "annealed", guard: bool = True,
+                 spread: float = 0.02) -> dict | None:
+    """The whole search again from the live runs, with another first comparison: candidates ranked
+    there by their ``annealed`` probe (the live rule: after a cooldown branch of 0.2 x the step) or
+    their ``raw`` one (the run as it is, no branch), and the plateau ``guard`` there on or off; the
+    last comparison as live (its branches, its guard), with ties within ``spread`` trained to the
+    end. None where a rate the first comparison keeps has no state at the last one (the live search
+    stopped it) or no final.
+
+    Returns the pick, the survivors of each comparison, whether the guard held at the last, the
+    rates stopped at the first while its leader was on the plateau (with the guard off: what the
+    verdict would call unsettled) and the search's cost in run lengths, counted from its structure:
+    every candidate to the first comparison (and its branch there when annealed), each survivor to
+    the last (and its branch), each finalist to the end."""
+    from windtunnel.sweep.tune_rules import rank_key, survivors
+
+    doc, last, _ = last_points(root, case["task"], case["model"])
+    first, steps, metric = doc["rung_steps"][0], doc["base"]["train"]["steps"], doc["metric"]
+    at_last = _annealed_at_last(root, case, LIVE["cooldown"])
+    if at_last is None:
+        return None
+    at_last = {r: (v, kl) for r, v, kl in at_last}
+    score = _scores(doc)
+    column = {"annealed": "annealed", "raw": "scores"}[probe]
+    early = sorted(((c["point"]["train.lr"], c[column][str(first)]) for c in doc["candidates"]),
+                   key=lambda r: rank_key(metric, r[1], None))
+    n = len(early)
+    kept1, _ = survivors([(r, v, score(v)) for r, v in early], math.ceil(n / doc["spec"]["eta"]),
+                         LIVE["guard"] if guard else None, LIVE["keep_ties"])
+    on_plateau = score(early[0][1]) < LIVE["guard"]
+    if any(r not in at_last for r in kept1):
+        return None
+    ranked = sorted(((r, *at_last[r]) for r in kept1), key=lambda r: rank_key(metric, r[1], r[2]))
+    kept2, held = survivors([(r, v, score(v)) for r, v, _ in ranked], 1, LIVE["guard"], LIVE["keep_ties"], spread)
+    to_end = kept2[:1] if held else kept2  # where the guard holds, the leader goes on alone
+    if any(r not in finals for r in to_end):
+        return None
+    pick = min(to_end, key=lambda r: finals[r])
+    finalists = len(to_end)
+
+    def branch(s: int) -> int:
+        return max(1, round(LIVE["cooldown"] * s))
+
+    trained = (n * (first + (branch(first) if probe == "annealed" else 0)) + len(kept1) * (last - first + branch(last))
+               + finalists * (steps - last))
+    return {"pick": pick, "kept_first": kept1, "kept": kept2, "held": held,
+            "plateau_stopped": [r for r, _ in early if r not in kept1] if on_plateau else [],
+            "cost_runs": trained / steps}
 
 
 def measured_finals(root: Path, task: str, model: str) -> dict[float, float] | None:
@@ -362,6 +426,22 @@ def analyse(root: Path, out: Path, concurrent: str) -> dict:
             *(invocations.read_text().splitlines() if (invocations := root / "cooldowns" / "invocations.txt").is_file()
               else []), f"python benchmarks/study_search.py analyse --root {root}"])},
     }, indent=1, ensure_ascii=False) + "\n")
+    rows = first_replays(root, recorded["cases"], cases)
+    columns = [("variant", "variant"), ("first_probe", "probe at 10%"), ("first_guard", "guard at 10%"),
+               ("ties", "ties kept within at 30%"), ("cases", "cases"), ("agree", "agree"),
+               ("same_verdict", "the full winner's verdict"), ("plateau_stops", "cases stopping rates on the plateau at 10%"),
+               ("mean_cost_runs", "mean cost (runs)"), ("max_cost_runs", "most (runs)"), ("which", "cases replayed")]
+    (out / "first.json").write_text(json.dumps({
+        "title": first_title(rows, len(cases)),
+        "what": "Each case's search again from the live runs, with another first comparison (10%): the candidates "
+                "ranked by their annealed probe (the live rule) or the raw one, with the plateau guard there on or "
+                "off; the last comparison (30%) as live, with ties within 2% or 15% trained to the end (the pick: the "
+                "best of them at the end, read from the finals). Cost in run lengths, from the search's structure: "
+                "every candidate to 10% (and its branch there when annealed), each survivor to 30% and its branch, "
+                "each finalist to the end. A case counts where the rates a variant keeps at 10% were kept live.",
+        "columns": [{"key": k, "label": v} for k, v in columns], "rows": rows,
+        "provenance": {**doc["provenance"], "command": f"python benchmarks/study_search.py analyse --root {root}"},
+    }, indent=1, ensure_ascii=False) + "\n")
     return doc
 
 
@@ -398,6 +478,60 @@ def replays(root: Path, recorded: list[dict], cases: list[dict]) -> list[dict]:
                          "agree": agree, "live_agree": live, "mean_cost_runs": round(sum(cost) / len(cost), 2),
                          "which": "all sixteen" if len(names) == len(recorded) else ", ".join(names)})
     return rows
+
+
+#: the first comparison's variants: (its probe, the plateau guard there); each replayed with ties
+#: within 2% and within 15% at the last comparison. ("annealed", True) is the live search.
+FIRSTS = [("annealed", True), ("annealed", False), ("raw", True), ("raw", False)]
+
+
+def first_replays(root: Path, recorded: list[dict], cases: list[dict]) -> list[dict]:
+    """Each variant of :data:`FIRSTS` on every case it can be replayed on: how many picks agree
+    with the full winner (and give its verdict), how many cases stop rates on the plateau at the
+    first comparison, and the search's cost in run lengths, on average and at most."""
+    rows = []
+    for (probe, guard), spread in ((v, s) for v in FIRSTS for s in (0.02, 0.15)):
+        agree = verdict = plateau = 0
+        cost, names = [], []
+        for case, row in zip(recorded, cases, strict=True):
+            finals = {float(k): v for k, v in (row["final_probe_kl_here"] or row["final_probe_kl"]).items()}
+            out = replay_first(root, case, finals, probe, guard, spread)
+            if out is None:
+                continue
+            best = min(finals, key=finals.get)
+            agree += out["pick"] == best or finals[out["pick"]] <= finals[best] * 1.02
+            mark = _verdicts(last_points(root, case["task"], case["model"])[0])
+            verdict += mark(finals[out["pick"]])[0] == mark(finals[best])[0]
+            plateau += bool(out["plateau_stopped"])
+            cost.append(out["cost_runs"])
+            names.append(f"{case['task']} {case['model']}")
+        if names:
+            rows.append({"variant": "the live search" if (probe, guard) == ("annealed", True) else
+                         f"{probe} probe at 10%, guard {'on' if guard else 'off'} there",
+                         "first_probe": probe, "first_guard": "on" if guard else "off",
+                         "ties": f"{100 * spread:g}%", "cases": len(names), "agree": agree, "same_verdict": verdict,
+                         "plateau_stops": plateau, "mean_cost_runs": round(sum(cost) / len(cost), 2),
+                         "max_cost_runs": round(max(cost), 2),
+                         "which": "all sixteen" if len(names) == len(recorded) else ", ".join(names)})
+    return rows
+
+
+def first_title(rows: list[dict], n: int) -> str:
+    """The replays' headline: the cheapest variant that reaches 14 of the cases, and what the
+    variants that stay within 2 runs on every case reach."""
+    enough = [r for r in rows if r["agree"] >= 14]
+    within = [r for r in rows if r["max_cost_runs"] <= 2]
+    head = (f"the cheapest that agrees in 14 is {_variant(min(enough, key=lambda r: r['mean_cost_runs']))}"
+            if enough else "none agrees in 14")
+    best_within = max(within, key=lambda r: r["agree"] / r["cases"]) if within else None
+    tail = (f"; within 2 runs on every case, the best is {_variant(best_within)}" if best_within else
+            "; none stays within 2 runs on every case it replays")
+    return f"The first comparison replayed on the {n} reversals: {head}{tail}"
+
+
+def _variant(row: dict) -> str:
+    return (f"{row['variant']} with ties within {row['ties']} at 30% ({row['agree']} of {row['cases']}, "
+            f"{row['mean_cost_runs']} runs on average, {row['max_cost_runs']} at most)")
 
 
 def _yes(flag: bool | None) -> str:

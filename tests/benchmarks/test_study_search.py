@@ -1,5 +1,6 @@
 """benchmarks/study_search.py: the last comparison replayed from the kept states, with longer
-cooldown branches and wider ties, on a hand-built study folder."""
+cooldown branches and wider ties, and the whole search with another first comparison, on a
+hand-built study folder."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def make_study(root: Path, live: dict[float, float], longer: dict[float, float] 
         scores = {"150": 0.1, str(LAST): 0.09, **({str(STEPS): FINALS[rate]} if rate == leader else {})}
         candidates.append({"point": {"train.lr": rate}, "run": run, "scores": scores,
                            "annealed": {"150": (early or {}).get(rate, 0.1), str(LAST): live[rate]}})
-    doc = {"task": "hmm", "model": "mlp", "metric": "kl_bayes_model", "rung_steps": [150, LAST, STEPS],
+    doc = {"task": "hmm", "model": "mlp", "metric": "kl_bayes_model", "rung_steps": [150, LAST, STEPS], "spec": {"eta": 2.0},
            "base": base.model_dump(mode="json"), "candidates": candidates}
     (root / "hmm" / "tune-hmm-mlp.json").write_text(json.dumps(doc))
     return {"task": "hmm", "model": "mlp"}
@@ -96,3 +97,35 @@ def test_extrapolation_ranks_by_each_probes_power_law_at_the_end(tmp_path):
     assert by[("the live search", "2%")]["agree"] == 0 and by[("ranked by each probe's power law to the end", "2%")]["agree"] == 1
     assert by[("wider ties", "15%")]["agree"] == 1 and by[("wider ties", "15%")]["mean_cost_runs"] == 2.7
     assert not any(r["variant"] == "a longer cooldown at 30%" for r in rows)  # no longer branches trained: no row
+
+
+def test_the_first_comparison_without_the_guard_stops_a_rate_on_the_plateau_and_names_it(tmp_path):
+    # at 10% every rate is above the emission-only KL (probe score below 0.5): the plateau
+    case = make_study(tmp_path, {1e-3: 0.0100, 3.16e-3: 0.0110, 1e-2: 0.0200},
+                      early={1e-2: 0.38, 1e-3: 0.40, 3.16e-3: 0.42})
+    guarded = study.replay_first(tmp_path, case, FINALS, spread=0.15)  # the live rules, 15% finalists
+    assert guarded["kept_first"] == [1e-2, 1e-3, 3.16e-3] and guarded["plateau_stopped"] == []
+    assert guarded["kept"] == [1e-3, 3.16e-3] and guarded["pick"] == 3.16e-3  # 0.011 is 10% behind: a finalist
+    # three to 150 and their branches (30 steps), three to 450 and theirs (90), two finalists to the end
+    assert guarded["cost_runs"] == pytest.approx((3 * 180 + 3 * 390 + 2 * 1050) / STEPS)
+    bare = study.replay_first(tmp_path, case, FINALS, guard=False, spread=0.15)
+    assert bare["kept_first"] == [1e-2, 1e-3] and bare["plateau_stopped"] == [3.16e-3]  # ceil(3 / 2) kept
+    assert bare["pick"] == 1e-3 and bare["cost_runs"] == pytest.approx((3 * 180 + 2 * 390 + 1050) / STEPS)
+    raw = study.replay_first(tmp_path, case, FINALS, probe="raw", guard=False)  # raw probes at 10%: all 0.1, tied
+    assert raw["kept_first"] == RATES and raw["cost_runs"] == pytest.approx((3 * 150 + 3 * 390 + 1050) / STEPS)
+
+
+def test_first_replays_count_agreement_verdicts_and_cost_and_the_live_row_matches_the_last_replay(tmp_path):
+    case = make_study(tmp_path, {1e-3: 0.0100, 3.16e-3: 0.0110, 1e-2: 0.0200},
+                      early={1e-2: 0.38, 1e-3: 0.40, 3.16e-3: 0.42})
+    row = {"final_probe_kl_here": None, "agrees": False, "cost_runs": (3 * 180 + 3 * 390 + 1050) / STEPS,
+           "final_probe_kl": {str(k): v for k, v in FINALS.items()}}
+    rows = {(r["variant"], r["ties"]): r for r in study.first_replays(tmp_path, [case], [row])}
+    last = {(r["variant"], r["ties"]): r for r in study.replays(tmp_path, [case], [row])}
+    for ties in ("2%", "15%"):  # the live first comparison: the replay of the last one, the same counts and cost
+        mine = rows[("the live search", ties)]
+        theirs = last[("the live search" if ties == "2%" else "wider ties", ties)]
+        assert (mine["agree"], mine["mean_cost_runs"]) == (theirs["agree"], theirs["mean_cost_runs"])
+    bare = rows[("annealed probe at 10%, guard off there", "15%")]
+    assert bare["agree"] == 0 and bare["plateau_stops"] == 1 and bare["same_verdict"] == 1 and bare["max_cost_runs"] == 1.58
+    assert "none agrees in 14" in study.first_title(list(rows.values()), 1)
