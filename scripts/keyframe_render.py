@@ -349,13 +349,18 @@ def conclusions(groups, docs) -> list[str]:
                 crossing.append((dyn["steps"][at], dyn["entropy_error"][at]))
         t, m = g("transformer-init-torch"), g("tinygpt-init-torch")
         each = f"{len(t)} seeds each" if len(t) == len(m) else f"{_seeds(t)} and {_seeds(m)}"
+        short, long_ = [d for d in sep if d["budget"] <= 3], [d for d in sep if d["budget"] > 3]
         line = (f"- **The measure reads one shared direction.** In every sep-vocab run with N(0, 0.02) embeddings "
-                f"that learned the task ({len(sep)}) the centred keys sit at {_span([centred0(d) for d in sep], '.2f')} "
-                f"against {rand_c:.3f} random: the raw statistic's {_span([raw0(d) for d in sep], '.2f')} is one "
-                "direction that all 20 key embeddings grow")
+                f"that learned the task up to 3x ({len(short)}) the centred keys sit at "
+                f"{_span([centred0(d) for d in short], '.2f')} against {rand_c:.3f} random: the raw statistic's "
+                f"{_span([raw0(d) for d in short], '.2f')} is one direction that all 20 key embeddings grow")
         if crossing:
             line += (f" (in the 1x runs of both models it passes 0.5 between steps {min(s for s, _ in crossing)} and "
                      f"{max(s for s, _ in crossing)}, while the error is still above {min(e for _, e in crossing):.2f} bits)")
+        if long_:
+            line += ("; trained longer, the centred keys leave random too (" + ", ".join(
+                f"{_r(centred0(d))} `{d['model']}` at {d['budget']}x" for d in sorted(long_, key=lambda d: d["job"]))
+                + "): past that direction the keys gather further, away from a frame")
         line += (f". With PyTorch's N(0, 1) embeddings (`init=torch`, {1 / 0.02:.0f} times the N(0, 0.02) scale of both "
                  "models) the same training leaves it small against the embeddings, in both models: L0 "
                  f"{ms([raw0(d) for d in t])} (`transformer`) and {ms([raw0(d) for d in m])} (`tinygpt`), centred "
@@ -370,13 +375,27 @@ def conclusions(groups, docs) -> list[str]:
         out.append(line)
     grown = [c for c in HEADLINE if g(c) and g(c, 3)]
     if grown:
-        parts = [f"`{c}`'s error goes {mean([error(d) for d in g(c)]):.3f} → {mean([error(d) for d in g(c, 3)]):.3f} "
-                 f"while its keys move further from orthogonal (L0 {_r(mean([raw0(d) for d in g(c, 3)]))}, centred "
-                 f"{_r(mean([centred0(d) for d in g(c, 3)]))})" for c in grown]
+        def budgets(c: str) -> list[int]:
+            return sorted(b for (cell, b) in groups if cell == c)
+
+        def path(values: list[float], spec: str) -> str:
+            return " → ".join(format(v, spec) for v in values)
+
+        parts = []
+        for c in grown:
+            bs = budgets(c)
+            raw, cen = ([_r(mean([fn(d) for d in g(c, b)])) for b in bs] for fn in (raw0, centred0))
+            away = all(b >= a for a, b in zip(cen, cen[1:])) and all(b >= a for a, b in zip(raw, raw[1:]))
+            parts.append(f"`{c}`'s error goes {path([mean([error(d) for d in g(c, b)]) for b in bs], '.3f')} while its "
+                         f"keys {'move further from orthogonal' if away else 'go'} (L0 {path(raw, '')}, centred "
+                         f"{path(cen, '')})")
         below = [d["job"] for d in docs for v in ("raw", "centred")
                  if d["key_frame"][f"tokens_{v}"]["p_below_random_layer0"] < 0.05]
         fits = {c: budget_fit(groups, c) for c in grown}
-        line = (f"- **Not the budget we can reach.** At 3x ({g(grown[0], 3)[0]['steps']:,} steps) " + "; ".join(parts)
+        longest = {c: budgets(c)[-1] for c in grown}
+        steps = ", ".join(f"{g(grown[0], b)[0]['steps']:,}" for b in budgets(grown[0]))
+        line = (f"- **Not the budget we can reach.** Over {', '.join(f'{b}x' for b in budgets(grown[0]))} "
+                f"({steps} steps) " + "; ".join(parts)
                 + ". The earlier paired run at 10x rose too ([results](results/geometry.md#the-key-frame-over-a-ten-times-"
                 f"longer-run)), and the authors' code at 5x stayed at {AUTHORS_CODE['5x']}. "
                 + ("No run is below its random value in the paper's direction (Monte Carlo p < 0.05), raw or centred. "
@@ -390,7 +409,9 @@ def conclusions(groups, docs) -> list[str]:
                   f"random, {target:.3f}) at any budget, the paper's {PAPER_STEPS[0] // 1000}k and "
                   f"{PAPER_STEPS[1] // 1000}k steps included: on this trend the claim needs no longer run but another "
                   "regime.") if never else "the extrapolation table on the results page gives the steps it would need.")
-        line += " Two budgets and one seed at the longer one per model are a thin basis for a line."
+        seeds = sorted({len(g(c, longest[c])) for c in grown})
+        line += (f" {len(budgets(grown[0]))} budgets, with {' or '.join(map(str, seeds))} "
+                 f"seed{'s' if seeds != [1] else ''} at the longest per model, are a thin basis for a line.")
         out.append(line)
     singles = [d for d in docs if frame_verdict(d).startswith("**")]
     others = [d for d in docs if d not in singles]
@@ -537,12 +558,13 @@ def provenance_table(docs) -> list[str]:
     for d in sorted(docs, key=lambda d: d["job"]):
         p = d["provenance"]
         load = p["load_while_running"]
-        others = "; ".join(f"{cmd} ({cpu}%)" for cmd, cpu in list(load["other_busy_processes"].items())[:2])
+        busiest = sorted(load["other_busy_processes"].items(), key=lambda kv: -kv[1])[:2]  # the JSON sorts its keys
+        others = "; ".join(f"{cmd} ({cpu}%)" for cmd, cpu in busiest)
         rows.append([d["job"], p["commit"][:10] + (" (dirty)" if p["dirty"] else ""), p["started"],
                      f"{p['wall_seconds'] / 60:.1f}", f"{d['train_seconds'] / 60:.1f}",
                      f"{load['load1_mean']:.1f} (max {load['load1_max']:.1f})", others or "none seen"])
     return table(["job", "commit", "started (UTC)", "wall (min)", "training (min)", "load average",
-                  "other busy processes (first two)"], rows)
+                  "other busy processes (the two busiest)"], rows)
 
 
 def machine_line(docs) -> str:

@@ -167,7 +167,7 @@ class LoadMonitor:
             except psutil.Error:
                 continue
             if cpu > 20:
-                cmd = " ".join(p.info["cmdline"] or [p.info["name"] or "?"])[:80]
+                cmd = " ".join(" ".join(p.info["cmdline"] or [p.info["name"] or "?"]).split())[:80]  # one line
                 self.others[cmd] = max(self.others.get(cmd, 0.0), round(cpu))
 
     def _loop(self) -> None:

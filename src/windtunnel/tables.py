@@ -24,7 +24,9 @@ def pct(x: Any) -> str:
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table: each cell on one line (a line break in a cell would end its row) with its
+    pipes escaped."""
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(" ".join(str(c).splitlines()).replace("|", "\\|") for c in cells) + " |"
 
     return [line(header), "|" + "---|" * len(header)] + [line(r) for r in rows]
