@@ -350,6 +350,7 @@ def conclusions(groups, docs) -> list[str]:
         t, m = g("transformer-init-torch"), g("tinygpt-init-torch")
         each = f"{len(t)} seeds each" if len(t) == len(m) else f"{_seeds(t)} and {_seeds(m)}"
         short, long_ = [d for d in sep if d["budget"] <= 3], [d for d in sep if d["budget"] > 3]
+        short = short or sep  # (a study with only longer runs)
         line = (f"- **The measure reads one shared direction.** In every sep-vocab run with N(0, 0.02) embeddings "
                 f"that learned the task up to 3x ({len(short)}) the centred keys sit at "
                 f"{_span([centred0(d) for d in short], '.2f')} against {rand_c:.3f} random: the raw statistic's "
@@ -373,29 +374,35 @@ def conclusions(groups, docs) -> list[str]:
                  f"is the Gaussian value of about {paper_random_dimension()} dimensions, so the paper's figure was "
                  "probably not taken on the per-head keys its code measures.")
         out.append(line)
-    grown = [c for c in HEADLINE if g(c) and g(c, 3)]
+    def budgets(c: str) -> list[int]:
+        return sorted(b for (cell, b) in groups if cell == c)
+
+    grown = [c for c in HEADLINE if len(budgets(c)) >= 2]
     if grown:
-        def budgets(c: str) -> list[int]:
-            return sorted(b for (cell, b) in groups if cell == c)
+        def path(values: list[float]) -> str:
+            return " → ".join(_r(v) for v in values)
 
-        def path(values: list[float], spec: str) -> str:
-            return " → ".join(format(v, spec) for v in values)
+        def when(c: str) -> str:
+            bs = budgets(c)
+            steps = ", ".join(f"{g(c, b)[0]['steps']:,}" for b in bs)
+            return f"over {', '.join(f'{b}x' for b in bs)} ({steps} steps)"
 
+        shared = len({when(c) for c in grown}) == 1  # every model at the same budgets: say them once
         parts = []
         for c in grown:
             bs = budgets(c)
-            raw, cen = ([_r(mean([fn(d) for d in g(c, b)])) for b in bs] for fn in (raw0, centred0))
-            away = all(b >= a for a, b in zip(cen, cen[1:])) and all(b >= a for a, b in zip(raw, raw[1:]))
-            parts.append(f"`{c}`'s error goes {path([mean([error(d) for d in g(c, b)]) for b in bs], '.3f')} while its "
-                         f"keys {'move further from orthogonal' if away else 'go'} (L0 {path(raw, '')}, centred "
-                         f"{path(cen, '')})")
+            raw, cen = ([mean([fn(d) for d in g(c, b)]) for b in bs] for fn in (raw0, centred0))
+            away = all(y > x for values in (raw, cen) for x, y in zip(values, values[1:]))
+            parts.append(f"{'' if shared else when(c) + ' '}`{c}`'s error goes "
+                         f"{' → '.join(format(mean([error(d) for d in g(c, b)]), '.3f') for b in bs)} while its "
+                         f"keys {'move further from orthogonal' if away else 'go'} (L0 {path(raw)}, centred "
+                         f"{path(cen)})")
+        lead = (when(grown[0]) + " " if shared else "") + "; ".join(parts)
         below = [d["job"] for d in docs for v in ("raw", "centred")
                  if d["key_frame"][f"tokens_{v}"]["p_below_random_layer0"] < 0.05]
         fits = {c: budget_fit(groups, c) for c in grown}
         longest = {c: budgets(c)[-1] for c in grown}
-        steps = ", ".join(f"{g(grown[0], b)[0]['steps']:,}" for b in budgets(grown[0]))
-        line = (f"- **Not the budget we can reach.** Over {', '.join(f'{b}x' for b in budgets(grown[0]))} "
-                f"({steps} steps) " + "; ".join(parts)
+        line = ("- **Not the budget we can reach.** " + lead[0].upper() + lead[1:]
                 + ". The earlier paired run at 10x rose too ([results](results/geometry.md#the-key-frame-over-a-ten-times-"
                 f"longer-run)), and the authors' code at 5x stayed at {AUTHORS_CODE['5x']}. "
                 + ("No run is below its random value in the paper's direction (Monte Carlo p < 0.05), raw or centred. "
@@ -410,8 +417,9 @@ def conclusions(groups, docs) -> list[str]:
                   f"{PAPER_STEPS[1] // 1000}k steps included: on this trend the claim needs no longer run but another "
                   "regime.") if never else "the extrapolation table on the results page gives the steps it would need.")
         seeds = sorted({len(g(c, longest[c])) for c in grown})
-        line += (f" {len(budgets(grown[0]))} budgets, with {' or '.join(map(str, seeds))} "
-                 f"seed{'s' if seeds != [1] else ''} at the longest per model, are a thin basis for a line.")
+        counts = sorted({len(budgets(c)) for c in grown})
+        line += (f" {' or '.join(map(str, counts))} budgets per model, with {' or '.join(map(str, seeds))} "
+                 f"seed{'s' if seeds != [1] else ''} at the longest, are a thin basis for a line.")
         out.append(line)
     singles = [d for d in docs if frame_verdict(d).startswith("**")]
     others = [d for d in docs if d not in singles]
@@ -442,11 +450,16 @@ def conclusions(groups, docs) -> list[str]:
                  "learned the task.")
     line += (" A frame head, where there is one, does not need orthogonal keys, as the authors' follow-up says "
              "(orthogonality picks the wrong head): the ablation, not the key statistic, is the test of it.")
-    deep = [b["ratio"] for d in docs if d["budget"] > 1 for b in d["ablation"]["blocks"]
+    deep = [b["ratio"] for d in docs if d["budget"] == 3 for b in d["ablation"]["blocks"]
             if b["name"] in ("L1.block", "L2.block")]
     if deep:
         line += (f" At 3x the blocks of layers 1 and 2 can be bypassed at little cost (the error ×{_span(deep, '.2f')}): "
                  "layer 0 does the work.")
+    deeper = sorted({d["budget"] for d in docs if d["budget"] > 3})
+    for budget in deeper:
+        ratios = [b["ratio"] for d in docs if d["budget"] == budget for b in d["ablation"]["blocks"]
+                  if b["name"] in ("L1.block", "L2.block")]
+        line += f" At {budget}x bypassing one of them multiplies the error by {_span(ratios, '.2f')}."
     out.append(line)
     repl = [d for d in docs if d["task_params"].get("with_replacement", False)]
     paired = [d for c in ("transformer-paired", "tinygpt-paired") for d in g(c)]

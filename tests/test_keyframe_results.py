@@ -16,13 +16,18 @@ GUIDE = ROOT / "docs" / "geometry.md"
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory):
+def render_module():
     spec = importlib.util.spec_from_file_location("keyframe_render", ROOT / "scripts" / "keyframe_render.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory, render_module):
     out = tmp_path_factory.mktemp("keyframe")
     (out / "geometry.md").write_text(GUIDE.read_text())
-    paths = module.render(RESULTS, out / "keyframe.md", out / "figures", out / "geometry.md")
+    paths = render_module.render(RESULTS, out / "keyframe.md", out / "figures", out / "geometry.md")
     return out, paths
 
 
@@ -59,3 +64,23 @@ def test_every_result_carries_its_provenance():
         assert p["command"].startswith("python scripts/") and len(p["commit"]) == 40 and p["started"]
         assert {"platform", "cpu_count", "torch"} <= set(p["machine"])
         assert "load1_mean" in p["load_while_running"] and "other_busy_processes" in p["load_while_running"]
+
+
+def _budget_line(module, docs) -> str:
+    lines = module.conclusions(module.by_cell(docs), docs)
+    return next(x for x in lines if x.startswith("- **Not the budget we can reach.**"))
+
+
+def test_the_budget_conclusion_gives_each_model_its_own_budgets_when_they_differ(render_module):
+    docs = render_module.load(RESULTS)
+    assert any(d["job"] == "tinygpt-10x-s0" for d in docs)
+    shared = _budget_line(render_module, docs)  # the committed study: both models at 1x, 3x and 10x, said once
+    assert shared.count("over 1x, 3x, 10x") + shared.count("Over 1x, 3x, 10x") == 1
+    assert "3 budgets per model, with 1 seed at the longest" in shared
+    uneven = _budget_line(render_module, [d for d in docs if d["job"] != "tinygpt-10x-s0"])
+    assert "Over 1x, 3x, 10x (1,200, 3,600, 12,000 steps) `transformer`" in uneven
+    assert "over 1x, 3x (1,200, 3,600 steps) `tinygpt`" in uneven and "2 or 3 budgets per model" in uneven
+    # a model measured at one budget only is left out of the line, not printed with a one-point path
+    alone = _budget_line(render_module, [d for d in docs if not d["job"].startswith("transformer-")
+                                         or d["budget"] == 1])
+    assert "`transformer`" not in alone and "`tinygpt`" in alone

@@ -151,7 +151,8 @@ def test_first_replays_set_each_variant_beside_the_live_search_on_the_same_cases
     rows = {(r["variant"], r["ties"]): r for r in study.first_replays(tmp_path, [case], [row])}
     live = {(r["variant"], r["ties"]): r for r in study.replays(tmp_path, [case], [row])}
     for ties in ("2%", "15%"):  # the live first comparison: the same picks as the replay of the last one
-        assert rows[("the live search", ties)]["agree"] == live[("the live search" if ties == "2%" else "wider ties", ties)]["agree"]
+        theirs = live[("the live search" if ties == "2%" else "wider ties", ties)]
+        assert rows[("the live search", ties)]["agree"] == theirs["agree"]
     assert rows[("the live search", "15%")]["agree"] == 1 and rows[("the live search", "2%")]["agree"] == 0
     bare = rows[("annealed probe at 10%, guard off there", "15%")]
     assert (bare["agree"], bare["live_agree"], bare["plateau_stops"], bare["same_verdict"]) == (0, 1, 1, 1)
