@@ -287,6 +287,19 @@ def measured_finals(root: Path, task: str, model: str) -> dict[float, float] | N
     return {c["point"]["train.lr"]: c["scores"][end] for c in doc["candidates"] if end in c["scores"]}
 
 
+def _finals(row: dict) -> dict[float, float]:
+    """A case's ground truth (its row of :func:`case_result`): every rate's final probe KL, trained
+    here where the record was not reproduced, else the record's."""
+    return {float(k): v for k, v in (row["final_probe_kl_here"] or row["final_probe_kl"]).items()}
+
+
+def _agrees(finals: dict[float, float], rate: float, final: float | None = None) -> bool:
+    """A pick agrees with training every rate to the end: it is the full winner, or its final probe
+    KL (``final``, or its entry in ``finals``) is within 2% of the winner's."""
+    best = min(finals, key=finals.get)
+    return rate == best or (finals[rate] if final is None else final) <= finals[best] * 1.02
+
+
 def _lr(v: float) -> str:
     return f"{v:g}"
 
@@ -310,9 +323,7 @@ def case_result(root: Path, case: dict) -> dict:
     pick_final = finals.get(pick, measured)
 
     def agrees(rate: float | None, final: float | None) -> bool | None:
-        if rate is None or final is None:
-            return None
-        return rate == best_rate or final <= finals[best_rate] * 1.02
+        return None if rate is None or final is None else _agrees(finals, rate, final)
 
     last = doc["rung_steps"][-2] if len(doc["rung_steps"]) > 1 else None
     kept_last = [c for c in doc["candidates"] if str(last) in c["scores"] and not c["status"].startswith("stopped at step "
@@ -470,13 +481,12 @@ def replays(root: Path, recorded: list[dict], cases: list[dict]) -> list[dict]:
         agree = live = 0
         cost, names = [], []
         for case, row in zip(recorded, cases, strict=True):
-            finals = {float(k): v for k, v in (row["final_probe_kl_here"] or row["final_probe_kl"]).items()}
+            finals = _finals(row)
             out = (replay(root, case, finals, spread=spread, extrapolate=True) if fraction == "extrapolated" else
                    replay(root, case, finals, fraction, spread))
             if out is None:
                 continue
-            best = min(finals, key=finals.get)
-            agree += out["pick"] == best or finals[out["pick"]] <= finals[best] * 1.02
+            agree += _agrees(finals, out["pick"])
             live += bool(row["agrees"])
             cost.append(row["cost_runs"] + out["added_runs"])
             names.append(f"{case['task']} {case['model']}")
@@ -501,20 +511,22 @@ def first_replays(root: Path, recorded: list[dict], cases: list[dict]) -> list[d
     with the full winner (and give its verdict), how many cases stop rates on the plateau at the
     first comparison, and the search's cost in run lengths, on average and at most."""
     rows = []
-    for (probe, guard), spread in ((v, s) for v in FIRSTS for s in (0.02, 0.15)):
+    finals = [_finals(row) for row in cases]
+    spreads = (0.02, 0.15)
+    lives = {(i, s): replay_first(root, case, fin, "annealed", True, s)  # each variant is set beside it
+             for i, (case, fin) in enumerate(zip(recorded, finals, strict=True)) for s in spreads}
+    for (probe, guard), spread in ((v, s) for v in FIRSTS for s in spreads):
         agree = verdict = plateau = live_agree = 0
         cost, live_cost, names = [], [], []
-        for case, row in zip(recorded, cases, strict=True):
-            finals = {float(k): v for k, v in (row["final_probe_kl_here"] or row["final_probe_kl"]).items()}
-            out = replay_first(root, case, finals, probe, guard, spread)
-            live = replay_first(root, case, finals, "annealed", True, spread)
+        for i, case in enumerate(recorded):
+            out, live = replay_first(root, case, finals[i], probe, guard, spread), lives[(i, spread)]
             if out is None or live is None:
                 continue
-            best = min(finals, key=finals.get)
-            agree += out["pick"] == best or finals[out["pick"]] <= finals[best] * 1.02
-            live_agree += live["pick"] == best or finals[live["pick"]] <= finals[best] * 1.02
+            agree += _agrees(finals[i], out["pick"])
+            live_agree += _agrees(finals[i], live["pick"])
             mark = _verdicts(last_points(root, case["task"], case["model"])[0])
-            verdict += mark(finals[out["pick"]])[0] == mark(finals[best])[0]
+            best = min(finals[i], key=finals[i].get)
+            verdict += mark(finals[i][out["pick"]])[0] == mark(finals[i][best])[0]
             plateau += bool(out["plateau_stopped"])
             cost.append(out["cost_runs"])
             live_cost.append(live["cost_runs"])

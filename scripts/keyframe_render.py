@@ -189,12 +189,17 @@ def ablation_table(docs) -> list[str]:
 # ---------------------------------------------------------------------------------------
 # Extrapolation
 # ---------------------------------------------------------------------------------------
+def cell_budgets(groups, cell: str) -> list[int]:
+    """The budgets at which ``cell`` ran, smallest first."""
+    return sorted(b for (c, b) in groups if c == cell)
+
+
 def budget_fit(groups, cell: str, variant: str = "tokens_raw") -> dict | None:
     """Least squares of the end-of-run layer-0 statistic ``variant`` (seed means) on log10(steps)
     over the budgets of ``cell``; the steps at which the line reaches the random value and the
     paper's level (the paper's trained/random ratio times our random value), and its value at
     the paper's budgets."""
-    budgets = sorted(b for (c, b) in groups if c == cell)
+    budgets = cell_budgets(groups, cell)
     if len(budgets) < 2:
         return None
     x = np.log10([groups[(cell, b)][0]["steps"] for b in budgets])
@@ -375,7 +380,7 @@ def conclusions(groups, docs) -> list[str]:
                  "probably not taken on the per-head keys its code measures.")
         out.append(line)
     def budgets(c: str) -> list[int]:
-        return sorted(b for (cell, b) in groups if cell == c)
+        return cell_budgets(groups, c)
 
     grown = [c for c in HEADLINE if len(budgets(c)) >= 2]
     if grown:
@@ -450,16 +455,15 @@ def conclusions(groups, docs) -> list[str]:
                  "learned the task.")
     line += (" A frame head, where there is one, does not need orthogonal keys, as the authors' follow-up says "
              "(orthogonality picks the wrong head): the ablation, not the key statistic, is the test of it.")
-    deep = [b["ratio"] for d in docs if d["budget"] == 3 for b in d["ablation"]["blocks"]
-            if b["name"] in ("L1.block", "L2.block")]
-    if deep:
-        line += (f" At 3x the blocks of layers 1 and 2 can be bypassed at little cost (the error ×{_span(deep, '.2f')}): "
-                 "layer 0 does the work.")
-    deeper = sorted({d["budget"] for d in docs if d["budget"] > 3})
-    for budget in deeper:
-        ratios = [b["ratio"] for d in docs if d["budget"] == budget for b in d["ablation"]["blocks"]
-                  if b["name"] in ("L1.block", "L2.block")]
-        line += f" At {budget}x bypassing one of them multiplies the error by {_span(ratios, '.2f')}."
+    def bypass(budget: int) -> list[float]:  # the error's ratio with the block of layer 1 or 2 removed
+        return [b["ratio"] for d in docs if d["budget"] == budget for b in d["ablation"]["blocks"]
+                if b["name"] in ("L1.block", "L2.block")]
+
+    if bypass(3):
+        line += (f" At 3x the blocks of layers 1 and 2 can be bypassed at little cost (the error ×"
+                 f"{_span(bypass(3), '.2f')}): layer 0 does the work.")
+    for budget in sorted({d["budget"] for d in docs if d["budget"] > 3}):
+        line += f" At {budget}x bypassing one of them multiplies the error by {_span(bypass(budget), '.2f')}."
     out.append(line)
     repl = [d for d in docs if d["task_params"].get("with_replacement", False)]
     paired = [d for c in ("transformer-paired", "tinygpt-paired") for d in g(c)]
