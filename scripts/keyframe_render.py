@@ -27,6 +27,7 @@ FACTORS = ("model", "format", "head", "norm", "bias", "init", "task")
 HEADLINE = ("transformer", "tinygpt")
 FRAME_RATIO, FRAME_DAMAGE = 2.0, 2.0  # a frame head: >= 2x the runner-up's damage, and the error at least doubled
 PNG = {"Software": None}
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")  # one per line of a figure, with its colour
 
 
 # ---------------------------------------------------------------------------------------
@@ -502,49 +503,67 @@ def write_block(path: Path, lines: list[str]) -> None:
 # Figures
 # ---------------------------------------------------------------------------------------
 def curves_figure(groups, path: Path) -> Path:
+    """Layer-0 key orthogonality over training, one line per single-factor cell; a factor has the
+    same colour and marker in both panels."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for ax, model in zip(axes, HEADLINE):
-        cells = [c for c in cell_order((c, g[0]["factor"]) for (c, b), g in groups.items() if b == 1)
-                 if groups[(c, 1)][0]["model"] == model]
+    panels = {model: [c for c in cell_order((c, g[0]["factor"]) for (c, b), g in groups.items() if b == 1)
+                      if groups[(c, 1)][0]["model"] == model] for model in HEADLINE}
+    factors = list(dict.fromkeys(factor_name(c) for cells in panels.values() for c in cells))
+    for ax, (model, cells) in zip(axes, panels.items()):
         for cell in cells:
             d = groups[(cell, 1)][0]
             dyn = d["dynamics"]
             steps = np.maximum(dyn["steps"], 1)
-            ax.plot(steps, dyn["tokens_raw_layer0"], marker=".", lw=2.2 if cell in HEADLINE else 1.2, label=cell)
+            k = factors.index(factor_name(cell))
+            ax.plot(steps, dyn["tokens_raw_layer0"], marker=MARKERS[k % len(MARKERS)], ms=3.5, color=f"C{k % 10}",
+                    lw=2.2 if cell in HEADLINE else 1.2, label=cell)
         if cells:
             ax.axhline(groups[(cells[0], 1)][0]["key_frame"]["tokens_raw"]["random"][0], color="k", ls="--", lw=1,
                        label="random weights")
         ax.set_xscale("log")
         ax.set_title(f"{model}: one factor at a time (1x, seed 0)")
-        ax.set_xlabel("step (step 0 drawn at 1)")
+        ax.set_xlabel("training step (step 0 drawn at 1)")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
     axes[0].set_ylabel("layer-0 keys: mean |off-diagonal cos| (raw)")
     return save_figure(fig, path, metadata=PNG)
 
 
+def factor_name(cell: str) -> str:
+    """The factor a cell changes ("paired" for "tinygpt-paired"), "" for a model's base cell."""
+    return cell.partition("-")[2]
+
+
 def budget_figure(groups, path: Path) -> Path:
+    """Key orthogonality (top) and entropy error (bottom) over training at each budget; a budget has
+    the same colour in every panel (raw keys solid, centred keys dotted)."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex="col")
+    budgets = sorted({b for (c, b) in groups if c in HEADLINE})
     for j, cell in enumerate(HEADLINE):
         for budget in sorted(b for (c, b) in groups if c == cell):
             d = groups[(cell, budget)][0]
             dyn = d["dynamics"]
             steps = np.maximum(dyn["steps"], 1)
-            axes[0, j].plot(steps, dyn["tokens_raw_layer0"], marker=".", label=f"{budget}x, raw")
-            axes[0, j].plot(steps, dyn["tokens_centred_layer0"], ls=":", label=f"{budget}x, centred")
-            axes[1, j].plot(steps, dyn["entropy_error"], marker=".", label=f"{budget}x")
+            k = budgets.index(budget)
+            look = {"color": f"C{k}", "marker": MARKERS[k], "ms": 3}
+            axes[0, j].plot(steps, dyn["tokens_raw_layer0"], label=f"{budget}x, raw", **look)
+            axes[0, j].plot(steps, dyn["tokens_centred_layer0"], ls=":", color=look["color"], label=f"{budget}x, centred")
+            axes[1, j].plot(steps, dyn["entropy_error"], label=f"{budget}x", **look)
         if (cell, 1) in groups:
             axes[0, j].axhline(groups[(cell, 1)][0]["key_frame"]["tokens_raw"]["random"][0], color="k", ls="--", lw=1,
                                label="random weights")
-        axes[0, j].set_title(f"{cell}, sep-vocab, seed 0")
+        axes[0, j].set_title(f"{cell}, sep-vocab, seed 0: key frame")
+        axes[1, j].set_title(f"{cell}, sep-vocab, seed 0: calibration")
         axes[0, j].set_ylabel("layer-0 keys: mean |off-diag cos|")
         axes[1, j].set_yscale("log")
         axes[1, j].set_ylabel("entropy error (bits, probe batch)")
-        axes[1, j].set_xlabel("step (step 0 drawn at 1)")
+        axes[1, j].set_xlabel("training step (step 0 drawn at 1)")
         for ax in axes[:, j]:
             ax.set_xscale("log")
             ax.grid(alpha=0.3, which="both")
             ax.legend(fontsize=7)
+    fig.suptitle(f"Training longer ({', '.join(f'{b}x' for b in budgets)} the steps): the key frame and the "
+                 "entropy error over training")
     return save_figure(fig, path, metadata=PNG)
 
 

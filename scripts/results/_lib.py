@@ -91,7 +91,7 @@ class Context:
             steps = [*range(first, first + cut), *range(full - (len(values) - cut - 1) + 1, full + 1)]
             points = [(every * k, number(v)) for k, v in zip(steps, [*values[:cut], *values[cut + 1:]])]
             xs[label], series[label] = [x for x, _ in points], [y for _, y in points]
-        data = {"xs": xs, "series": series, "xlabel": unit, "ylabel": ylabel, "log": log, "title": ""}
+        data = {"xs": xs, "series": series, "xlabel": unit, "ylabel": ylabel, "log": log, "title": rec.get("title", name)}
         import _plots
 
         return self.figure(f"{topic}-{name}" if topic != self.topic else name, _plots.curves, data, rec.get("title", name))

@@ -18,7 +18,7 @@ def render(ctx: Context) -> str:
 
 
 def calibration_data(cal: dict) -> dict:
-    return {"title": "", "k": cal["k"], "h_bayes": [number(v) for v in cal["h_bayes"]],
+    return {"title": cal["title"], "k": cal["k"], "h_bayes": [number(v) for v in cal["h_bayes"]],
             "models": {m: {"h_model": [number(v) for v in c["h_model"]], "abs_dh": [number(v) for v in c["abs_dh"]]}
                        for m, c in cal["models"].items()}}
 

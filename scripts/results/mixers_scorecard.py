@@ -43,8 +43,13 @@ def shipped_reference() -> str:
 
 
 def heatmap_data(rec: dict) -> dict:
+    """Each mixer's score per primitive, the columns named by their primitive and tunnel."""
+    from windtunnel.sweep.primitives import PRIMITIVES as TUNNELS
+
     rows = rec["rows"]
-    return {"title": "", "rows": [r["model"] for r in rows], "cols": [p.replace("_", " ") for p in PRIMITIVES],
+    return {"title": "The primitive scorecard (quick profiles, one seed): each mixer's score and verdict per primitive",
+            "xlabel": "primitive (its tunnel)", "ylabel": "mixer", "rows": [r["model"] for r in rows],
+            "cols": [f"{p.replace('_', chr(10))}\n({TUNNELS[p][0]})" for p in PRIMITIVES],
             "scores": [[number(r[p]) for p in PRIMITIVES] for r in rows],
             "verdicts": [[r[p].get("verdict", "") for p in PRIMITIVES] for r in rows]}
 

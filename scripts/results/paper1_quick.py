@@ -27,4 +27,5 @@ def ruler_data(rec: dict) -> dict:
     rows = {r["model"]: r for r in rec["rows"]}
     picks = [("transformer", HMM, "transformer, HMM"), ("mamba", HMM, "Mamba, HMM"), ("lstm", HMM, "LSTM, HMM"),
              ("lstm", BIJECTION, "LSTM, bijection"), ("mlp (flattened prefix)", RECALL, "MLP, recall")]
-    return {"points": [[label, number(rows[m][col]["score"])] for m, col, label in picks]}
+    return {"title": "The score ruler, with five of paper1-quick's seed-0 scores",
+            "points": [[label, number(rows[m][col]["score"])] for m, col, label in picks]}
