@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from _provenance import head_commit, machine  # noqa: E402
+from _provenance import head_commit, machine, portable  # noqa: E402
 
 from windtunnel.sweep import Execution  # noqa: E402
 from windtunnel.sweep.markdown import _MARK  # noqa: E402
@@ -156,8 +156,8 @@ def analyse(root: Path, concurrent: str) -> dict:
                for m in MIXERS if (rs := [r for r in cells if r["model"] == m])]
     agree = sum(r["agrees"] for r in cells)
     provenance = {
-        "command": f"python benchmarks/study_agreement.py run --root {root} && "
-                   f"python benchmarks/study_agreement.py analyse --root {root}",
+        "command": portable(f"python benchmarks/study_agreement.py run --root {root} && "
+                            f"python benchmarks/study_agreement.py analyse --root {root}"),
         "commit": head_commit(), "date": datetime.date.today().isoformat(), "machine": machine(),
         "concurrent": concurrent,
     }

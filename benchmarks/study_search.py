@@ -370,7 +370,7 @@ def analyse(root: Path, out: Path, concurrent: str) -> dict:
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from _provenance import head_commit, machine
+    from _provenance import head_commit, machine, portable
 
     recorded = json.loads((Path(__file__).resolve().parents[1] / "results" / "search-study" / "recorded.json").read_text())
     cases = [case_result(root, c) for c in recorded["cases"]]
@@ -407,8 +407,8 @@ def analyse(root: Path, out: Path, concurrent: str) -> dict:
         "settle_agree": settle_agree, "settle_cases": len(settled),
         "mean_cost_runs": cost,
         "provenance": {
-            "command": (f"python benchmarks/study_search.py run --root {root} && "
-                        f"python benchmarks/study_search.py analyse --root {root}"),
+            "command": portable(f"python benchmarks/study_search.py run --root {root} && "
+                                f"python benchmarks/study_search.py analyse --root {root}"),
             "commit": head_commit(), "date": datetime.date.today().isoformat(), "machine": machine(),
             "concurrent": concurrent,
         },
@@ -439,9 +439,9 @@ def analyse(root: Path, out: Path, concurrent: str) -> dict:
                 "end, read from the finals). Cost: the live search's, plus the longer branches and the extra "
                 "finalists. The first comparison (10%) is the live one.",
         "columns": [{"key": k, "label": v} for k, v in columns], "rows": rows,
-        "provenance": {**doc["provenance"], "command": " && ".join([
+        "provenance": {**doc["provenance"], "command": portable(" && ".join([
             *(invocations.read_text().splitlines() if (invocations := root / "cooldowns" / "invocations.txt").is_file()
-              else []), f"python benchmarks/study_search.py analyse --root {root}"])},
+              else []), f"python benchmarks/study_search.py analyse --root {root}"]))},
     }, indent=1, ensure_ascii=False) + "\n")
     rows = first_replays(root, recorded["cases"], cases)
     columns = [("variant", "variant"), ("first_probe", "probe at 10%"), ("first_guard", "guard at 10%"),
@@ -462,7 +462,7 @@ def analyse(root: Path, out: Path, concurrent: str) -> dict:
                 "the ground truth (the record holds finals of a few rates only for some cases). Each variant is set "
                 "beside the live search on the same cases, with the same ties.",
         "columns": [{"key": k, "label": v} for k, v in columns], "rows": rows,
-        "provenance": {**doc["provenance"], "command": f"python benchmarks/study_search.py analyse --root {root}"},
+        "provenance": {**doc["provenance"], "command": portable(f"python benchmarks/study_search.py analyse --root {root}")},
     }, indent=1, ensure_ascii=False) + "\n")
     return doc
 

@@ -41,6 +41,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from _provenance import program  # noqa: E402
+
 RUNS = ROOT / "runs" / "keyframe"
 RESULTS = ROOT / "results" / "keyframe"
 PAGE = ROOT / "docs" / "results" / "keyframe.md"
@@ -139,8 +142,9 @@ def machine() -> dict:
 
 
 class LoadMonitor:
-    """Samples the load average and the other processes busy on the CPU (above 20% of one core)
-    every ``every`` seconds while a job runs: what else was running during the measurement."""
+    """Samples the load average and the other processes busy on the CPU (above 20% of one core),
+    each by its program's name (:func:`_provenance.program`), every ``every`` seconds while a job
+    runs: what else was running during the measurement."""
 
     def __init__(self, every: float = 60.0):
         self.every, self.samples, self.others = every, [], {}
@@ -167,7 +171,7 @@ class LoadMonitor:
             except psutil.Error:
                 continue
             if cpu > 20:
-                cmd = " ".join(" ".join(p.info["cmdline"] or [p.info["name"] or "?"]).split())[:80]  # one line
+                cmd = program(p.info["cmdline"] or [p.info["name"] or "?"])  # by its name, never its paths
                 self.others[cmd] = max(self.others.get(cmd, 0.0), round(cpu))
 
     def _loop(self) -> None:
@@ -330,7 +334,6 @@ def cmd_collect(args) -> None:
 
 
 def cmd_render(args) -> None:
-    sys.path.insert(0, str(ROOT / "scripts"))
     from keyframe_render import render
 
     render(RESULTS, PAGE, FIGURES, ROOT / "docs" / "geometry.md")

@@ -16,7 +16,7 @@ import json
 import re
 from pathlib import Path
 
-from _provenance import head_commit, machine
+from _provenance import head_commit, machine, portable
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ def main() -> None:
     summary = json.loads((args.folder / "summary.json").read_text())
     ended = args.time or args.folder / "summary.json"  # when the run ended (the comparison may be re-read later)
     stamp = datetime.datetime.fromtimestamp(ended.stat().st_mtime, datetime.timezone.utc)
-    provenance = {"command": args.command or f"windtunnel llm --config {summary['name']} --out {args.folder}",
+    provenance = {"command": portable(args.command or f"windtunnel llm --config {summary['name']} --out {args.folder}"),
                   "commit": args.commit or head_commit(), "date": stamp.isoformat(timespec="seconds"),
                   "machine": machine(), "concurrent": args.concurrent}
     seconds = sum(r.get("seconds") or 0 for r in summary["rows"])

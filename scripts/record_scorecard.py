@@ -16,7 +16,7 @@ import datetime
 import json
 from pathlib import Path
 
-from _provenance import head_commit, machine
+from _provenance import head_commit, machine, portable
 from record_comparison import gnu_time
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +56,8 @@ def main() -> None:
     doc = json.loads((args.folder / "scorecard.json").read_text())
     stamp = datetime.datetime.fromtimestamp((args.folder / "scorecard.json").stat().st_mtime, datetime.timezone.utc)
     runs = sum(1 for d in args.folder.iterdir() if (d / "config.json").is_file())
-    provenance = {"command": args.command or f"/usr/bin/time -v windtunnel scorecard {doc['model']} --out {args.folder}",
+    command = args.command or f"/usr/bin/time -v windtunnel scorecard {doc['model']} --out {args.folder}"
+    provenance = {"command": portable(command),
                   "commit": args.commit or head_commit(), "date": stamp.isoformat(timespec="seconds"),
                   "machine": machine(), "concurrent": args.concurrent, **(gnu_time(args.time) if args.time else {}),
                   "reference_source": doc.get("reference_source", "train"),

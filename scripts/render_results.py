@@ -40,8 +40,8 @@ NOT_RENDERED = {
     "search-study/recorded": "the input of benchmarks/study_search.py (its own format); the study is on the tuning page",
     "keyframe": "scripts/keyframe_render.py renders it into docs/results/keyframe.md (its own format and test)",
 }
-# pages under docs/results/ that another script renders: (file, title in the nav, the script)
-OTHER_PAGES: list[tuple[str, str, str]] = [("keyframe.md", "The key-frame study", "scripts/keyframe_render.py")]
+# pages under docs/results/ that another script renders: (file, title in the nav, the command that renders it)
+OTHER_PAGES: list[tuple[str, str, str]] = [("keyframe.md", "The key-frame study", "python scripts/keyframe_study.py render")]
 NAV = re.compile(r"^(?P<indent>[ \t]*)# results:nav[^\n]*\n.*?^[ \t]*# /results:nav\n", re.S | re.M)
 
 
@@ -92,7 +92,8 @@ def index_page(root: Path, mods: list[ModuleType]) -> str:
              "Every table and figure on these pages is rendered from the small machine-readable records in",
              "[`results/`](https://github.com/) of the repository, one folder per topic; each record carries its",
              "provenance (the command, the commit and date it was recorded at, the machine, and what ran beside",
-             "it). `make results` renders them again, and `make test` fails if a page differs from its data.",
+             "it). `make results` renders them again, but for the pages whose row below names their own command,",
+             "and `make test` fails if a page differs from its data.",
              "How to read the numbers: [the score and its ruler](../concepts.md#the-score-ruler).", "",
              "| page | records | recorded |", "|---|---|---|"]
     for mod in mods:
@@ -100,7 +101,7 @@ def index_page(root: Path, mods: list[ModuleType]) -> str:
         dates = sorted(r["provenance"]["date"][:10] for r in recs if isinstance(r, dict) and "provenance" in r)
         when = "" if not dates else dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
         lines.append(f"| [{mod.TITLE}]({mod.TOPIC}.md) | {len(recs)} | {when} |")
-    lines += [f"| [{title}]({page}) | rendered by `{script}` | |" for page, title, script in OTHER_PAGES]
+    lines += [f"| [{title}]({page}) | rendered by `{command}` | |" for page, title, command in OTHER_PAGES]
     return "\n".join(lines).replace("[`results/`](https://github.com/)", "`results/`") + "\n"
 
 

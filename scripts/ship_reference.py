@@ -16,7 +16,7 @@ import datetime
 import json
 from pathlib import Path
 
-from _provenance import head_commit, machine
+from _provenance import head_commit, machine, portable
 
 from windtunnel.sweep.reference import build_reference, shipped_path
 
@@ -29,8 +29,8 @@ def main() -> None:
     ap.add_argument("--command", help="the command that trained the folder (default: the scorecard command above)")
     args = ap.parse_args()
     commit = args.commit or head_commit()
-    command = args.command or (f"windtunnel scorecard transformer --no-tune --full-ladder --no-early-stop "
-                               f"--reference train --out {args.folder}")
+    command = portable(args.command or (f"windtunnel scorecard transformer --no-tune --full-ladder --no-early-stop "
+                                        f"--reference train --out {args.folder}"))
     stamp = datetime.datetime.fromtimestamp((args.folder / "summary.json").stat().st_mtime, datetime.timezone.utc)
     data = build_reference(args.folder, {"commit": commit, "command": command, "date": stamp.date().isoformat(),
                                          "machine": machine(), "concurrent": args.concurrent})

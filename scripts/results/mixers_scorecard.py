@@ -8,18 +8,37 @@ TITLE = "The primitive scorecard"
 NAV = ""
 ORDER = 30
 PRIMITIVES = ("accumulation", "transport", "binding", "continuous", "sula", "continuous_transport", "counting", "revision")
+#: why a registered mixer is not in the scorecard (a mixer missing from it without a reason here fails the rendering)
+LEFT_OUT = {"mamba2": "it needs the `llm` extra",
+            "tinygpt": "Paper I's transformer with the authors' defaults, studied on [the key-frame page](keyframe.md)"}
 
 
 def render(ctx: Context) -> str:
     import _plots
 
-    figure = ctx.figure("heatmap", _plots.heatmap, heatmap_data(ctx.data("scorecard")),
+    scorecard = ctx.data("scorecard")
+    figure = ctx.figure("heatmap", _plots.heatmap, heatmap_data(scorecard),
                         "The primitive scorecard: each mixer's score per primitive (0 = the best baseline, 1 = Bayes)")
     kalman = ctx.curves("kalman-curves", "new-tunnels", every=150, unit="training step",
                         ylabel="probe KL(Bayes‖model) (bits)")
     return ctx.page(owns=("ladders", "new-tunnels", "scorecard-cost", "scorecard-agreement"),
                     figures={"heatmap": figure, "kalman-curves": kalman},
-                    tables={"shipped-reference": shipped_reference()})
+                    tables={"shipped-reference": shipped_reference(), "left-out": left_out(scorecard)})
+
+
+def left_out(rec: dict) -> str:
+    """"every built-in mixer but ...": the registered mixers the scorecard leaves out, each with its
+    reason (from LEFT_OUT)."""
+    import windtunnel.models  # noqa: F401  (registers every built-in model)
+    from windtunnel.models.base import MODELS
+
+    missing = sorted(set(MODELS.names()) - {r["model"] for r in rec["rows"]})
+    unexplained = [m for m in missing if m not in LEFT_OUT]
+    if unexplained:
+        raise ValueError(f"mixers-scorecard: registered mixers without a scorecard row or a reason in LEFT_OUT: {unexplained}")
+    named = [f"`{m}` ({LEFT_OUT[m]})" for m in missing]
+    return "every built-in mixer" + (f" but {', '.join(named[:-1])} and {named[-1]}" if len(named) > 1 else
+                                     f" but {named[0]}" if named else "")
 
 
 def shipped_reference() -> str:
@@ -55,5 +74,21 @@ def heatmap_data(rec: dict) -> dict:
 
 
 def blocks(ctx: Context) -> dict[str, str]:
-    """docs/models.md's table of parameter counts at the quick profiles' sizes."""
-    return {"models-capacity": ctx.table("quick", "capacity", title=False)}
+    """docs/models.md's table of parameter counts at the quick profiles' sizes, and each mixer's
+    spread against the transformer's count."""
+    table = ctx.table("quick", "capacity", title=False)
+    return {"models-capacity": table + "\n\n" + capacity_spread(ctx.data("quick", "capacity"))}
+
+
+def capacity_spread(rec: dict) -> str:
+    """One line: how far each mixer's count lies from the transformer's, over the tasks."""
+    def count(cell) -> int:
+        return int(str(cell).split(" (")[0].replace(",", ""))
+
+    mixers = [c["key"] for c in rec["columns"][1:] if c["key"] != "transformer"]
+    parts = []
+    for m in mixers:
+        rel = [100 * (count(r[m]) / count(r["transformer"]) - 1) for r in rec["rows"]]
+        lo, hi = min(rel), max(rel)
+        parts.append(f"{m} {'exactly' if lo == hi == 0 else f'{lo:+.2f}% to {hi:+.2f}%'.replace('-', '−')}")
+    return "Against the transformer's count, over these tasks: " + "; ".join(parts) + "."

@@ -183,7 +183,8 @@ def scorecard(
     full: bool = typer.Option(False, "--full", help="the learning-rate search trains every candidate to the end"),
     settle: bool = typer.Option(False, "--settle", help="train to the end the rates the search could not rule out "
                                 "(stopped while every rate was on the plateau)"),
-    halving: bool = typer.Option(False, "--halving", help="search by the plain successive halving of earlier versions"),
+    halving: bool = typer.Option(False, "--halving", help="search by the plain successive halving "
+                                 "(no cooldown, no plateau guard, no ties kept)"),
     finalists: float | None = typer.Option(None, "--finalists", help="the search trains to the end every rate within "
                                            "this relative spread of the leader at its last comparison (default 0.15)"),
     early_stop: bool = typer.Option(True, "--early-stop/--no-early-stop", help="stop a run once its probe and its full "
@@ -249,7 +250,7 @@ def tune_cmd(
                                 "comparison, train them all to the end"),
     finalists: float | None = typer.Option(None, "--finalists", help="at the last comparison, train to the end every "
                                            "candidate within this relative spread of the leader (default 0.15)"),
-    halving: bool = typer.Option(False, "--halving", help="the plain successive halving of earlier versions (no "
+    halving: bool = typer.Option(False, "--halving", help="the plain successive halving (no "
                                  "cooldown, no plateau guard, no ties kept)"),
     out: Path | None = typer.Option(None, "--out", help="folder (default runs/tune-<task>-<model>, or "
                                     "runs/tune-<task> for several models)"),
