@@ -86,7 +86,7 @@ def main() -> None:
     halving = TuneSpec(metric=task_metric(args.task))
     searches = [(f"the default search (annealed, the plateau guard, finalists within {SEARCH['finalists']:.0%})",
                  halving.replace(**SEARCH)),
-                ("plain successive halving (before)", halving),
+                ("plain successive halving (--halving)", halving),
                 *([("every candidate to the end", halving.replace(full=True))] if args.full else [])]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -30,6 +30,7 @@ from _tables import format_cell, load_json, render_table
 
 REQUIRED = ("command", "commit", "date", "machine", "concurrent")
 _DIRECTIVE = re.compile(r"\{\{\s*(table|figure|block)\s+([\w.\-/]+)\s*\}\}")  # NAME or TOPIC/NAME
+_FOLD = re.compile(r"^\{\{ fold: (.+?) \}\}\n(.*?)^\{\{ /fold \}\}\n", re.S | re.M)  # a part folded, see fold()
 
 
 @dataclass
@@ -99,7 +100,8 @@ class Context:
     # -- templates --------------------------------------------------------------------------
     def template(self, text: str, tables: dict[str, str] | None = None, figures: dict[str, str] | None = None) -> str:
         """Fill ``{{ table NAME }}`` (a table of this topic, or one given in ``tables``) and
-        ``{{ figure NAME }}`` (markdown given in ``figures``)."""
+        ``{{ figure NAME }}`` (markdown given in ``figures``), and fold the lines between
+        ``{{ fold: SUMMARY }}`` and ``{{ /fold }}`` (each on a line of its own) under SUMMARY."""
         tables, figures = tables or {}, figures or {}
 
         def fill(m: re.Match) -> str:
@@ -113,7 +115,7 @@ class Context:
             topic, _, local = name.rpartition("/")
             return self.table(local, topic or None)
 
-        return _DIRECTIVE.sub(fill, text)
+        return _FOLD.sub(lambda m: fold(m[1], m[2]), _DIRECTIVE.sub(fill, text))
 
     def template_file(self) -> str:
         return (Path(__file__).parent / f"{self.topic.replace('-', '_')}.md").read_text()
@@ -127,8 +129,13 @@ class Context:
                 if f"{t}/{p.stem}" not in self.used]
         if rest:
             text += "\n## Other records\n\nRecorded with the tables above, cited by the prose of the guides.\n\n"
-            text += "\n\n".join(self.table(n, t) for t, n in rest) + "\n"
+            text += fold(f"the {len(rest)} other records", "\n\n".join(self.table(n, t) for t, n in rest))
         return text
+
+
+def fold(summary: str, body: str) -> str:
+    """``body`` folded under a line that says what it holds (open on the site and on GitHub)."""
+    return f"<details markdown>\n<summary>{summary}</summary>\n\n{body.strip()}\n\n</details>\n"
 
 
 def provenance_line(p: dict, path: str) -> str:
