@@ -133,6 +133,12 @@ class Context:
         return text
 
 
+def listed(names: list[str], code: bool = True) -> str:
+    """``a, b and c`` (each in backticks where ``code``), for the prose a page generates."""
+    names = [f"`{n}`" if code else n for n in names]
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
+
+
 def fold(summary: str, body: str) -> str:
     """``body`` folded under a line that says what it holds (open on the site and on GitHub)."""
     return f"<details markdown>\n<summary>{summary}</summary>\n\n{body.strip()}\n\n</details>\n"

@@ -38,4 +38,23 @@ def blocks(ctx: Context) -> dict[str, str]:
 
 def render(ctx: Context) -> str:
     shown = blocks(ctx)
-    return ctx.template(ctx.template_file(), tables={k.removeprefix("llm-"): v for k, v in shown.items()})
+    return ctx.template(ctx.template_file(), tables={**{k.removeprefix("llm-"): v for k, v in shown.items()},
+                                                     "findings": findings(ctx)})
+
+
+def findings(ctx: Context) -> str:
+    """The opening sentences: the trained model's verdict on each of Paper III's claims in the
+    offline comparison (its random-weight models test the machinery, not the claims)."""
+    summary = json.loads((ctx.data_dir / "paper3-offline.json").read_text())["summary"]
+    trained = [r["model"] for r in summary["rows"] if not r.get("random_weights")]
+    parts = []
+    for model in trained:
+        verdicts = {c["claim"]: c["verdict"] for c in summary["claims"][model]}
+        by = {v: [c.replace("_", " ") for c in summary["claim_order"] if verdicts[c] == v]
+              for v in ("holds", "partly", "does not hold")}
+        parts.append(f"{model}, the trained model of the offline comparison, against its nulls: "
+                     + "; ".join(f"{v}: {', '.join(cs)}" for v, cs in by.items() if cs))
+    random = len(summary["rows"]) - len(trained)
+    return (". ".join(parts) + f". The {random} random-weight models beside it exercise the machinery and the "
+            "MHA against GQA "
+            "dissociation, not the claims.")

@@ -1,7 +1,7 @@
 """The primitive scorecard of every built-in mixer, its heat map, the ladders, the three newest
 tunnels and what a scorecard costs."""
 
-from _lib import Context, number, provenance_line
+from _lib import Context, listed, number, provenance_line
 from _tables import render_table
 
 TITLE = "The primitive scorecard"
@@ -23,7 +23,27 @@ def render(ctx: Context) -> str:
                         ylabel="probe KL(Bayes‖model) (bits)")
     return ctx.page(owns=("ladders", "new-tunnels", "scorecard-cost", "scorecard-agreement"),
                     figures={"heatmap": figure, "kalman-curves": kalman},
-                    tables={"shipped-reference": shipped_reference(), "left-out": left_out(scorecard)})
+                    tables={"shipped-reference": shipped_reference(), "left-out": left_out(scorecard),
+                            "findings": findings(scorecard)})
+
+
+def findings(rec: dict) -> str:
+    """The opening sentences: per primitive, which mixers realise it (✓) and partly (~), the
+    primitives every mixer realises said once."""
+    rows = rec["rows"]
+    every, said = [], []
+    for p in PRIMITIVES:
+        name = p.replace("_", " ")
+        realised = [r["model"] for r in rows if r[p].get("verdict") == "✓"]
+        partly = [r["model"] for r in rows if r[p].get("verdict") == "~"]
+        if len(realised) == len(rows):
+            every.append(name)
+        else:
+            said.append(f"{name} by {listed(realised) or 'none'}" + (f" (partly by {listed(partly)})" if partly else ""))
+    return (f"{len(rows)} mixers on the {len(PRIMITIVES)} inference primitives, one seed each on 2 CPU cores. "
+            + (f"Every mixer realises {listed(every, code=False)}. " if every else "")
+            + "Realised: " + "; ".join(said) + ". The ladders, what a scorecard costs and how often its quick "
+            "defaults give the full-budget verdicts follow.")
 
 
 def left_out(rec: dict) -> str:
