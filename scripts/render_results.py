@@ -70,7 +70,7 @@ def render(root: Path = ROOT) -> tuple[dict[str, bytes], dict[str, str], list[Mo
     for mod in mods:
         ctx = Context(root=root, out=root / PAGES, topic=mod.TOPIC)
         page = mod.render(ctx).rstrip() + "\n"
-        files[f"{mod.TOPIC}.md"] = (HEADER.format(topic=mod.TOPIC) + "\n" + page).encode()
+        files[f"{mod.TOPIC}.md"] = (HEADER.format(topic=getattr(mod, "DATA", mod.TOPIC)) + "\n" + page).encode()
         if hasattr(mod, "blocks"):
             for name, text in mod.blocks(ctx).items():
                 if name in blocks:

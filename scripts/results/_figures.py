@@ -24,13 +24,6 @@ STYLE = {
     "axes.spines.right": False, "svg.hashsalt": "windtunnel", "path.simplify": False,
     "lines.linewidth": 1.4, "lines.markersize": 3.5, "image.cmap": "RdYlGn",
 }
-MODELS = ("transformer", "mamba", "lstm", "mlp", "gru", "linear_attention", "deltanet", "swa_transformer", "hybrid")
-
-
-def color(model: str) -> str:
-    """One colour per architecture on every page (tab10, in MODELS order; grey for others)."""
-    base = model.split(" ")[0]
-    return f"C{MODELS.index(base)}" if base in MODELS else "0.4"
 
 
 @contextlib.contextmanager

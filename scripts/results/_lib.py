@@ -3,7 +3,8 @@
 A topic is a module ``scripts/results/<topic>.py`` (the name with ``-`` for ``_``) with
 
 - ``TITLE`` (the page's title), ``NAV`` (its place in the site's Results menu: a section name,
-  or ``""`` for the top level) and ``ORDER`` (a number: pages sort by it);
+  or ``""`` for the top level; ``NAV_TITLE``, its title there) and ``ORDER`` (a number: pages
+  sort by it); ``DATA``, where its data are not ``results/<topic>/`` alone (its header says so);
 - ``render(ctx) -> str``: the markdown of ``docs/results/<topic>.md``;
 - optionally ``blocks(ctx) -> dict[str, str]``: named markdown blocks that the renderer puts into
   ``README.md`` and the docs pages between ``<!-- results:NAME -->`` and ``<!-- /results -->``.

@@ -8,8 +8,10 @@ import textwrap
 from typing import Any
 
 import numpy as np
-from _figures import MODELS, color, figure
+from _figures import figure
 from matplotlib.text import Text
+
+from windtunnel.figures import line_styles
 
 VERDICT_COLOURS = {"✓": "#1a9850", "~": "#fdae61", "✗": "#d73027"}
 LEVELS = (18, -18, 36, -36, 54, -54)  # the ruler's label offsets (points), tried in turn
@@ -18,9 +20,9 @@ LEVELS = (18, -18, 36, -36, 54, -54)  # the ruler's label offsets (points), trie
 def curves(data: dict[str, Any]):
     """``{"x": [...], "series": {label: [y or None]}, "xlabel", "ylabel", "log": bool, "title",
     "hline": {"y": v, "label": text}}``: one line per label (None breaks a line), each told apart
-    by colour and marker (see :func:`styles`)."""
+    by colour and marker (see :func:`windtunnel.figures.line_styles`)."""
     fig, ax = figure()
-    look = styles(list(data["series"]))
+    look = line_styles(list(data["series"]))
     for label, ys in data["series"].items():
         x = data["xs"][label] if "xs" in data else data["x"]
         pts = [(a, b) for a, b in zip(x, ys) if b is not None]
@@ -29,35 +31,6 @@ def curves(data: dict[str, Any]):
         ax.axhline(h["y"], color="k", ls="--", lw=1)
         ax.annotate(h["label"], (ax.get_xlim()[0], h["y"]), xytext=(4, 3), textcoords="offset points", fontsize=7)
     return _finish(fig, ax, data, data["xlabel"])
-
-
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
-DASHES = ("-", "--", ":", "-.")
-
-
-def styles(labels: list[str]) -> dict[str, dict[str, str]]:
-    """A colour, marker and line style per label, so that no two lines look alike. A label names
-    a thing, maybe with a variant in brackets ("lstm (lr 1e-3)"). An architecture keeps its colour
-    and marker of every page (:func:`~_figures.color`); every other thing gets a colour and marker
-    of its own. A thing drawn more than once tells its variants apart by line style and marker,
-    the same variant the same style throughout the figure."""
-    split = {label: (label.split(" (")[0], label[len(label.split(" (")[0]):].strip()) for label in labels}
-    things = list(dict.fromkeys(thing for thing, _ in split.values()))
-    fixed = {t: color(t) for t in things if t in MODELS}
-    free = [f"C{i}" for i in range(10) if f"C{i}" not in fixed.values()]
-    others = [t for t in things if t not in fixed]
-    colours = {**fixed, **{t: free[i % len(free)] for i, t in enumerate(others)}}
-    repeated = {t for t, _ in split.values() if sum(1 for u, _ in split.values() if u == t) > 1}
-    variants = list(dict.fromkeys(v for t, v in split.values() if t in repeated))
-    out = {}
-    for label, (thing, variant) in split.items():
-        if thing in repeated:
-            k = variants.index(variant)
-            out[label] = {"color": colours[thing], "marker": MARKERS[k % len(MARKERS)], "ls": DASHES[k % len(DASHES)]}
-        else:
-            k = MODELS.index(thing) if thing in fixed else others.index(thing)
-            out[label] = {"color": colours[thing], "marker": MARKERS[k % len(MARKERS)], "ls": "-"}
-    return out
 
 
 def _finish(fig, ax, data: dict[str, Any], xlabel: str):
@@ -114,7 +87,7 @@ def calibration(data: dict[str, Any]):
     (right, log scale)."""
     fig, (left, right) = figure(8.4, 3.5, ncols=2)
     left.plot(data["k"], data["h_bayes"], "k--", lw=2, label="Bayes (exact)")
-    look = styles(list(data["models"]))
+    look = line_styles(list(data["models"]))
     for label, c in data["models"].items():
         left.plot(data["k"], c["h_model"], label=label, **look[label])
         right.plot(data["k"], [max(v, 1e-5) for v in c["abs_dh"]], label=label, **look[label])

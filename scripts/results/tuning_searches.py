@@ -7,6 +7,7 @@ TITLE = "The tuning searches, tunnel by tunnel"
 NAV = "The tuning searches"
 NAV_TITLE = "Tunnel by tunnel"
 ORDER = 41
+DATA = "tuning-*"  # the folders it reads (the page's header names them)
 
 
 def render(ctx: Context) -> str:

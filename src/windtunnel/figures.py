@@ -1,4 +1,6 @@
-"""Saving matplotlib figures: headless (Agg) and atomic, shared by every module that plots.
+"""Saving matplotlib figures: headless (Agg) and atomic, shared by every module that plots, and
+the look of their lines: an architecture in the same colour and marker in every figure, every
+other line a colour and marker of its own.
 
 ``plt`` imported from here is pyplot with the Agg backend already selected."""
 
@@ -40,3 +42,50 @@ def log_axes(ax, xlabel: str, ylabel: str, title: str = "", log: bool = True) ->
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
+
+
+#: the built-in architectures in the order of matplotlib's tab10 colours: each keeps its colour
+#: (``C0`` ...) and marker in every figure, the package's and the results pages'
+ARCHITECTURES = ("transformer", "mamba", "lstm", "mlp", "gru", "linear_attention", "deltanet", "swa_transformer",
+                 "hybrid")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+DASHES = ("-", "--", ":", "-.")
+
+
+def thing(label: str) -> str:
+    """What a line's label names, before any variant in brackets ("lstm (lr 1e-3)" -> "lstm")."""
+    return label.split(" (")[0]
+
+
+def colour(label: str) -> str:
+    """An architecture's colour of every figure (by :func:`thing`); grey for anything else."""
+    base = thing(label).split(" ")[0]
+    return f"C{ARCHITECTURES.index(base)}" if base in ARCHITECTURES else "0.4"
+
+
+def line_styles(labels: list[str]) -> dict[str, dict[str, str]]:
+    """A colour, marker and line style per label, so that no two lines look alike. An
+    architecture keeps its colour and marker of every figure; every other thing gets a colour and
+    marker of its own. A thing drawn more than once (``"lstm (lr 3.16e-3)"``, ``"lstm (lr 1e-3)"``)
+    tells its variants apart by line style and marker, the same variant the same style throughout."""
+    split = {label: (thing(label), label[len(thing(label)):].strip()) for label in labels}
+    things = list(dict.fromkeys(t for t, _ in split.values()))
+    fixed = {t: colour(t) for t in things if t in ARCHITECTURES}
+    free = [f"C{i}" for i in range(10) if f"C{i}" not in fixed.values()]
+    taken = {MARKERS[ARCHITECTURES.index(t) % len(MARKERS)] for t in fixed}
+    free_markers = [m for m in MARKERS if m not in taken] or list(MARKERS)
+    others = [t for t in things if t not in fixed]
+    colours = {**fixed, **{t: free[i % len(free)] for i, t in enumerate(others)}}
+    repeated = {t for t, _ in split.values() if sum(1 for u, _ in split.values() if u == t) > 1}
+    variants = list(dict.fromkeys(v for t, v in split.values() if t in repeated))
+    out = {}
+    for label, (name, variant) in split.items():
+        if name in repeated:
+            k = variants.index(variant)
+            out[label] = {"color": colours[name], "marker": MARKERS[k % len(MARKERS)], "ls": DASHES[k % len(DASHES)]}
+        elif name in fixed:
+            out[label] = {"color": colours[name], "marker": MARKERS[ARCHITECTURES.index(name) % len(MARKERS)], "ls": "-"}
+        else:
+            k = others.index(name)
+            out[label] = {"color": colours[name], "marker": free_markers[k % len(free_markers)], "ls": "-"}
+    return out

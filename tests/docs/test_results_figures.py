@@ -1,4 +1,5 @@
-"""The results pages' figures explain themselves: every line told apart by colour and marker (an
+"""The results pages' figures (and the package's, through windtunnel.figures.line_styles)
+explain themselves: every line told apart by colour and marker (an
 architecture in its colour of every page, a model's two rates in two styles), a title on every
 figure, and the score ruler's labels never on top of each other."""
 
@@ -24,20 +25,22 @@ def plots():
     return _plots, _figures
 
 
-def test_nine_settings_get_nine_looks(plots):
-    _plots, _ = plots
+def test_nine_settings_get_nine_looks():
+    from windtunnel.figures import line_styles
+
     labels = ["profile (3e-3)", "lr 6e-3", "lr 1e-2", "constant", "warm-up 300", "batch 64, 750 steps",
               "4L d64, 3000 steps", "8L d64, 2000 steps", "6L d96, 1500 steps"]
-    look = _plots.styles(labels)
+    look = line_styles(labels)
     assert len({look[label]["color"] for label in labels}) == 9
     assert len({look[label]["marker"] for label in labels}) == 9
 
 
-def test_a_models_two_rates_share_its_colour_and_differ_in_style(plots):
-    _plots, _figures = plots
+def test_a_models_two_rates_share_its_colour_and_differ_in_style():
+    from windtunnel.figures import colour, line_styles
+
     labels = ["lstm (lr 3.16e-3)", "gru (lr 3.16e-3)", "lstm (lr 1e-3)", "gru (lr 1e-3)"]
-    look = _plots.styles(labels)
-    assert look["lstm (lr 3.16e-3)"]["color"] == look["lstm (lr 1e-3)"]["color"] == _figures.color("lstm")
+    look = line_styles(labels)
+    assert look["lstm (lr 3.16e-3)"]["color"] == look["lstm (lr 1e-3)"]["color"] == colour("lstm")
     assert look["lstm (lr 3.16e-3)"]["ls"] != look["lstm (lr 1e-3)"]["ls"]
     assert look["lstm (lr 3.16e-3)"]["marker"] != look["lstm (lr 1e-3)"]["marker"]
     # the same rate, the same style, whatever the model
@@ -79,3 +82,12 @@ def test_the_overlap_check_sees_labels_on_top_of_each_other(plots):
 def test_every_committed_figure_has_a_title():
     titled = [json.loads(p.read_text())["data"].get("title") for p in sorted(FIGURES.glob("*.json"))]
     assert titled and all(titled)
+
+
+def test_a_mixer_of_ones_own_is_told_apart_from_the_architectures_beside_it():
+    from windtunnel.figures import colour, line_styles
+
+    look = line_styles(["transformer", "my_mixer (0.60M)"])
+    assert look["transformer"]["color"] == colour("transformer")
+    assert look["my_mixer (0.60M)"]["color"] != look["transformer"]["color"]
+    assert look["my_mixer (0.60M)"]["marker"] != look["transformer"]["marker"]

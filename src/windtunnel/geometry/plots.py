@@ -77,6 +77,9 @@ def attention(res: dict, doc: dict, out: Path) -> list[Path]:
     a2.set_ylabel("entropy / log2(t + 1)")
     a2.set_ylim(0, 1.05)
     a2.legend(fontsize=8)
+    a1.set_title("attention entropy per layer (dots: heads)", fontsize=9)
+    a2.set_title("normalised by uniform attention's", fontsize=9)
+    fig.suptitle("Attention focusing: trained against step 0 and uniform attention", fontsize=10)
     paths.append(save_figure(fig, out / "attention_entropy.png"))
 
     n = len(layers)
@@ -134,7 +137,9 @@ def value_manifold(res: dict, doc: dict, out: Path) -> list[Path]:
     a2.plot(x, _arr([reps[n]["trained"]["probe"]["r2_shuffled"] for n in names]), "k:", label="shuffled labels")
     a2.set_ylabel("held-out R² for H_Bayes")
     a2.set_xticks(x, names, rotation=45, ha="right", fontsize=8)
+    a2.set_xlabel("representation")
     a2.legend(fontsize=8)
+    fig.suptitle("Value manifold per representation: PC1 and the entropy probe", fontsize=10)
     paths.append(save_figure(fig, out / "value_manifold_layers.png"))
     return paths
 
@@ -148,6 +153,7 @@ def ablation(res: dict, doc: dict, out: Path) -> list[Path]:
     colors = ["C0" if "H" in r["name"].split(".")[0][1:] else "C1" for r in rows]
     ax.bar(x, d, yerr=err, color=colors, capsize=2)
     ax.set_xticks(x, [r["name"] for r in rows], rotation=90, fontsize=7)
+    ax.set_xlabel("head or block removed")
     ax.set_ylabel("Δ entropy error (bits)")
     ax.set_title(f"Ablations (baseline {res['baseline']['entropy_error']:.4f} bits; blue: heads, orange: blocks)")
     ax.axhline(0, color="k", lw=0.8)
@@ -168,6 +174,7 @@ def logit_lens(res: dict, doc: dict, out: Path) -> list[Path]:
     ax.set_xticks(range(len(res["layers"])), [r["name"].replace(".resid_post", "")
                                               for r in res["layers"]], rotation=30, fontsize=8)
     ax.set_yscale("log")
+    ax.set_xlabel("layer read through the final norm and head")
     ax.set_ylabel("KL (bits)")
     ax.set_title("Logit lens: each layer through the final norm and head")
     ax.legend(fontsize=7)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from windtunnel.figures import plt, save_figure
+from windtunnel.figures import MARKERS, plt, save_figure
 
 #: headline metrics drawn against the parameter count when a family holds several sizes
 SCALING_METRICS = {"mixed_pc1_pc2": "mixed PC1+PC2", "math_pc1_pc2": "math PC1+PC2", "key_orth_mean": "key |cos| mean",
@@ -27,7 +27,9 @@ def _depth(layers, n_layers: int) -> np.ndarray:
 
 
 def _styles(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {r["model"]: {"color": f"C{i % 10}", "ls": "-" if r["group"] == "MHA" else "--"} for i, r in enumerate(rows)}
+    """A colour and marker per model, solid for MHA and dashed for GQA/SW."""
+    return {r["model"]: {"color": f"C{i % 10}", "marker": MARKERS[i % len(MARKERS)],
+                         "ls": "-" if r["group"] == "MHA" else "--"} for i, r in enumerate(rows)}
 
 
 def pca_by_layer(curves: dict, styles: dict, out: Path) -> Path | None:
@@ -58,7 +60,7 @@ def keys_by_layer(curves: dict, styles: dict, out: Path) -> Path | None:
             continue
         k, st = c["keys"], styles[name]
         x = _depth(range(len(k["mean"])), c["n_layers"])
-        ax.plot(x, _a(k["mean"]), marker="o", ms=3, color=st["color"], ls=st["ls"], label=name)
+        ax.plot(x, _a(k["mean"]), ms=3, label=name, **st)
         ax.fill_between(x, k["null_q05"], k["null_q95"], color=st["color"], alpha=0.12)
         if k.get("init"):
             ax.plot(x, _a(k["init"]), color=st["color"], ls=":", lw=1)
@@ -77,12 +79,13 @@ def attention_by_layer(curves: dict, styles: dict, out: Path) -> Path | None:
             continue
         at, st = c["attention"], styles[name]
         x = _depth(range(len(at["bits"])), c["n_layers"])
-        ax[0].plot(x, _a(at["bits"]), marker="o", ms=3, color=st["color"], ls=st["ls"], label=name)
+        ax[0].plot(x, _a(at["bits"]), ms=3, label=name, **st)
         ax[0].fill_between(x, _a(at["lo"]), _a(at["hi"]), color=st["color"], alpha=0.15)
-        ax[1].plot(x, _a(at["normalised"]), marker="o", ms=3, color=st["color"], ls=st["ls"], label=name)
+        ax[1].plot(x, _a(at["normalised"]), ms=3, label=name, **st)
     ax[0].set(xlabel="relative depth", ylabel="attention entropy at the final query (bits)", title="entropy (95% CI)")
     ax[1].set(xlabel="relative depth", ylabel="entropy / log2(#attendable keys)", title="normalised")
     ax[1].legend(fontsize=7)
+    fig.suptitle("attention focusing by layer (solid MHA, dashed GQA/SW)")
     return save_figure(fig, out / "attention_entropy.png")
 
 
@@ -134,6 +137,7 @@ def sula(rows: list[dict], out: Path) -> Path | None:
     ax[0].set(ylabel="|Spearman(PC1, H_Bayes)|", title="SULA alignment (shared basis)", ylim=(0, 1))
     _paired_bars(ax[1], rows, ("sula_mae", "sula_constant_mae"), ("model", "best constant predictor (null)"),
                  "SULA calibration", "MAE |H_model - H_Bayes| (bits)")
+    fig.suptitle("SULA: each model's alignment with the Bayesian entropy and its calibration")
     return save_figure(fig, out / "sula.png")
 
 
@@ -146,6 +150,7 @@ def interventions(rows: list[dict], out: Path) -> Path | None:
                  "geometry: change of the downstream axis-entropy corr", "Δ corr(v.u, H_model)")
     _paired_bars(ax[1], rows, ("iv_true_dmae", "iv_random_dmae"), ("entropy axis cut", "random axis cut"),
                  "calibration: change of SULA MAE", "Δ MAE (bits)")
+    fig.suptitle("interventions: the entropy axis cut against a random axis cut")
     return save_figure(fig, out / "interventions.png")
 
 

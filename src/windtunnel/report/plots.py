@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from windtunnel.evaluate.plots import calibration_plot, length_plot
-from windtunnel.figures import log_axes, plt, save_figure
+from windtunnel.figures import line_styles, log_axes, plt, save_figure
 
 __all__ = ["accuracy_plot", "calibration_plot", "length_comparison_plot", "length_plot", "training_curves_plot"]
 
@@ -18,15 +18,16 @@ def length_comparison_plot(per_model: dict[str, list[tuple[int, float, float, fl
                            train_length: int | None = None, title: str = "") -> Path:
     """Entropy error against evaluation length, one line per model (``(length, value, lo, hi)``)."""
     fig, ax = plt.subplots(figsize=(7, 4))
+    look = line_styles(list(per_model))
     for label, pts in per_model.items():
         pts = sorted(pts)
         x = [p[0] for p in pts]
         y = [max(p[1], 1e-6) for p in pts]
         err = [[max(p[1] - p[2], 0) for p in pts], [max(p[3] - p[1], 0) for p in pts]]
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label)
+        ax.errorbar(x, y, yerr=err, capsize=3, label=label, **look[label])
     if train_length is not None:
         ax.axvline(train_length, color="grey", ls=":", label=f"training length {train_length}")
-    log_axes(ax, "evaluation length", "entropy error (bits)", title)
+    log_axes(ax, "evaluation length (positions)", "entropy error (bits)", title or "Entropy error against the evaluation length")
     return save_figure(fig, path)
 
 
@@ -46,8 +47,7 @@ def accuracy_plot(acc: dict[str, tuple[float, float, float]], path: Path | str, 
     ax.set_ylim(0, 1.08)
     ax.set_ylabel("accuracy")
     ax.grid(alpha=0.3, axis="y")
-    if title:
-        ax.set_title(title)
+    ax.set_title(title or "Accuracy at the query positions")
     return save_figure(fig, path)
 
 
@@ -57,11 +57,12 @@ def training_curves_plot(curves: dict[str, tuple[list[int], list[float]]], path:
     per run: errors in bits on a log axis, accuracy on a linear one."""
     fig, ax = plt.subplots(figsize=(7, 4))
     log = metric != "accuracy"
+    look = line_styles(list(curves))
     for label, (steps, vals) in curves.items():
-        ax.plot(steps, [max(v, 1e-6) for v in vals] if log else vals, marker="o", ms=3, label=label)
+        ax.plot(steps, [max(v, 1e-6) for v in vals] if log else vals, ms=3, label=label, **look[label])
     ylabel = {"entropy_error": "probe entropy error (bits)", "kl_bayes_model": "probe KL(Bayes || model) (bits)",
               "accuracy": "probe accuracy"}.get(metric, f"probe {metric}")
-    log_axes(ax, "training step", ylabel, title, log=log)
+    log_axes(ax, "training step", ylabel, title or f"{ylabel} during training", log=log)
     return save_figure(fig, path)
 
 
@@ -75,7 +76,7 @@ def ladder_heatmap(scores: dict[str, dict[str, float | None]], path: Path | str,
     rows = list(scores)
     cols = list(dict.fromkeys(c for r in rows for c in scores[r]))
     grid = np.array([[np.nan if scores[r].get(c) is None else scores[r][c] for c in cols] for r in rows], dtype=float)
-    fig, ax = plt.subplots(figsize=(1.0 + 1.1 * len(cols), 0.9 + 0.45 * len(rows)))
+    fig, ax = plt.subplots(figsize=(max(4.8, 1.0 + 1.1 * len(cols)), max(2.4, 0.9 + 0.45 * len(rows))))
     im = ax.imshow(np.clip(grid, -1, 1), cmap="RdYlGn", vmin=-1, vmax=1, aspect="auto")
     for i in range(len(rows)):
         for j in range(len(cols)):
@@ -87,9 +88,12 @@ def ladder_heatmap(scores: dict[str, dict[str, float | None]], path: Path | str,
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2, ec="black"))
     ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right", fontsize=8)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
-    fig.colorbar(im, ax=ax, label="score (gap closed)", shrink=0.8)
-    if title:
-        ax.set_title(title, fontsize=9)
+    bar = fig.colorbar(im, ax=ax, shrink=0.8)
+    bar.set_label("score\n(0: best baseline, 1: Bayes)", fontsize=7)
+    bar.ax.tick_params(labelsize=7)
+    ax.set_xlabel("rung", fontsize=8)
+    ax.set_ylabel("architecture", fontsize=8)
+    ax.set_title(title or "Primitive score per rung (outlined: realised)", fontsize=9)
     return save_figure(fig, path)
 
 
@@ -101,18 +105,19 @@ def tune_plot(per_model: dict[str, dict[int, list[tuple[float, float]]]], path: 
     fig, ax = plt.subplots(figsize=(6.5, 4))
     log = metric != "accuracy"
     styles = [":", "--", "-."]
-    for i, (label, rungs) in enumerate(per_model.items()):
-        colour = f"C{i % 10}"
+    look = line_styles(list(per_model))
+    for label, rungs in per_model.items():
+        colour, marker = look[label]["color"], look[label]["marker"]
         steps = sorted(rungs)
         for j, step in enumerate(steps):
             pts = sorted(rungs[step])
             style = "-" if step == steps[-1] else styles[j % len(styles)]
-            ax.plot([p[0] for p in pts], [max(p[1], 1e-6) if log else p[1] for p in pts], style, marker="o", ms=4,
+            ax.plot([p[0] for p in pts], [max(p[1], 1e-6) if log else p[1] for p in pts], style, marker=marker, ms=4,
                     color=colour, label=f"{label} @ step {step}")
     ax.set_xscale("log")
     ylabel = {"kl_bayes_model": "probe KL(Bayes || model) (bits)", "accuracy": "probe accuracy",
               "entropy_error": "probe entropy error (bits)"}.get(metric, metric)
-    log_axes(ax, "learning rate", ylabel, title, log=log)
+    log_axes(ax, "learning rate", ylabel, title or "The learning-rate search", log=log)
     return save_figure(fig, path)
 
 
@@ -122,8 +127,9 @@ def realise_plot(curves: dict[str, tuple[list[int], list[float]]], marks: dict[s
     baseline's gap to Bayes closed on the held-out probe) over training, the realised threshold
     dashed, and the step each realised it (``marks``: a dot; None: not realised)."""
     fig, ax = plt.subplots(figsize=(5.2, 3.2))
+    look = line_styles(list(curves))
     for label, (steps, vals) in curves.items():
-        (line,) = ax.plot(steps, [max(v, -1.0) for v in vals], marker="o", ms=3, label=label)
+        (line,) = ax.plot(steps, [max(v, -1.0) for v in vals], ms=3, label=label, **look[label])
         step = marks.get(label)
         if step is not None and step in steps:
             ax.plot([step], [max(vals[steps.index(step)], -1.0)], "o", ms=9, mfc="none", color=line.get_color())
@@ -132,8 +138,7 @@ def realise_plot(curves: dict[str, tuple[list[int], list[float]]], marks: dict[s
         ax.set_xlim(0, budget * 1.02)
     ax.set_ylim(min(-0.1, ax.get_ylim()[0]), 1.05)
     ax.set_xlabel("training step")
-    ax.set_ylabel("probe score (gap closed)")
-    if title:
-        ax.set_title(title, fontsize=9)
+    ax.set_ylabel("probe score\n(0: best baseline, 1: Bayes)")
+    ax.set_title(title or "Probe score over training", fontsize=9)
     ax.legend(fontsize=7)
     return save_figure(fig, path)
