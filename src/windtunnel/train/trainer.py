@@ -10,6 +10,7 @@ resumed run ends with the same weights as an uninterrupted one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,9 +127,13 @@ def write_run_plots(run_dir: Path | str, ev: dict[str, Any]) -> list[Path]:
 
     run_dir = Path(run_dir)
     main = Evaluation(ev).main
-    paths = [calibration_plot({"model": {**main["curves"], "step": main["step"]}}, run_dir / "plots" / "calibration.png")]
+    config = run_dir / "config.json"
+    run = "{task}: {model}".format(**json.loads(config.read_text())) if config.is_file() else "the run"
+    paths = [calibration_plot({"model": {**main["curves"], "step": main["step"]}}, run_dir / "plots" / "calibration.png",
+                              title=f"{run}: predictive entropy per position against the exact posterior")]
     if len(ev["lengths"]) > 1:
-        paths.append(length_plot(ev["lengths"], run_dir / "plots" / "lengths.png"))
+        paths.append(length_plot(ev["lengths"], run_dir / "plots" / "lengths.png",
+                                 title=f"{run}: entropy error per position at each evaluation length"))
     return [Path(p) for p in paths]
 
 
