@@ -88,3 +88,14 @@ def test_the_prose_cites_numbers_the_data_holds(renderer):
             if n not in NOT_MEASURED_HERE:
                 stray.setdefault(template.name, []).append(n)
     assert not stray, f"numbers in the prose that no record of results/ holds: {stray}"
+
+
+def test_a_folded_part_is_a_details_block_and_an_unclosed_one_is_left_unfilled(renderer, tmp_path):
+    from _lib import Context
+
+    ctx = Context(root=ROOT, out=tmp_path, topic="main-job")
+    folded = ctx.template("before\n\n{{ fold: the long table }}\n| a |\n|---|\n| 1 |\n{{ /fold }}\nafter\n")
+    assert folded == ("before\n\n<details markdown>\n<summary>the long table</summary>\n\n| a |\n|---|\n| 1 |\n\n"
+                      "</details>\nafter\n")
+    # without its end the fold stays in the text, which test_every_template_directive_is_filled catches
+    assert "{{ fold: the long table }}" in ctx.template("{{ fold: the long table }}\n| a |\n")
