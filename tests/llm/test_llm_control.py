@@ -154,3 +154,13 @@ def test_control_off(tiny_models, tmp_path):
     assert not (tmp_path / CONTROL_DIR).exists()
     ko = _claims(d)["key_orthogonality"]
     assert ko["verdict"] == "not testable" and "control off" in ko["reason"]
+
+
+def test_within_k_rank_is_sulas_within_k():
+    from windtunnel.llm.claims import _within_k_rank
+    from windtunnel.llm.sula import within_k
+
+    rng = np.random.default_rng(1)
+    k = np.repeat([0, 1, 2, 4], 25)
+    x, y = rng.standard_normal(k.size) + k, rng.standard_normal(k.size) - k
+    assert _within_k_rank(x, y, k) == pytest.approx(within_k(x, y, k)[0])

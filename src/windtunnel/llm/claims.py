@@ -47,6 +47,7 @@ import numpy as np
 
 from windtunnel.llm.config import Thresholds
 from windtunnel.llm.headline import get, headline
+from windtunnel.stats import spearman
 from windtunnel.tables import f, pct
 
 #: the paper's "PC1+PC2 ~ 70-95%" after domain restriction: its lower end
@@ -119,10 +120,15 @@ def paired_units(trained: np.ndarray, control: np.ndarray, n_boot: int, seed: in
 
 
 def _within_k_rank(x: np.ndarray, y: np.ndarray, ks: np.ndarray) -> float:
-    """Spearman of x and y after each k's mean is taken out of both (the partial correlation on k)."""
-    from windtunnel.llm.sula import within_k
+    """Spearman of x and y after each k's mean is taken out of both (the partial correlation on k,
+    as :func:`windtunnel.llm.sula.within_k`, vectorised for the bootstrap)."""
+    _, inv = np.unique(ks, return_inverse=True)
+    counts = np.bincount(inv)
 
-    return within_k(x, y, ks)[0]
+    def resid(v: np.ndarray) -> np.ndarray:
+        return v - (np.bincount(inv, v) / counts)[inv]
+
+    return spearman(resid(x), resid(y))[0]
 
 
 def _separation(main: np.ndarray, mk: np.ndarray, other: np.ndarray, ok: np.ndarray) -> float:
