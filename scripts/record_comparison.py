@@ -11,6 +11,7 @@ provenance, for the results renderer (scripts/results/llm.py) to turn into the d
 from __future__ import annotations
 
 import argparse
+import gzip
 import datetime
 import json
 import re
@@ -60,7 +61,29 @@ def main() -> None:
               "summary": summary}
     out = ROOT / "results" / "llm" / f"{summary['name']}.json"
     out.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
-    print(f"written: {out}; now run: make results")
+    runs = keep_runs(args.folder, ROOT / "results" / "llm" / summary["name"])
+    print(f"written: {out} and {len(runs)} llm.json files under {out.with_suffix('')}; now run: make results")
+
+
+def keep_runs(folder: Path, dest: Path) -> list[Path]:
+    """Every model's and control's ``llm.json`` of the comparison in ``folder``, gzipped into ``dest``
+    under the same relative paths (``<model>/llm.json.gz``, ``<model>/control/<label>/llm.json.gz``),
+    so that the verdicts can be judged again from the files they came from. The models' paths on
+    this machine are written relative to the comparison folder."""
+    written = []
+    for path in sorted(folder.glob("*/llm.json")) + sorted(folder.glob("*/control/*/llm.json")):
+        doc = json.loads(path.read_text())
+        for key in ("name", "path"):
+            value = doc["model"].get(key)
+            if isinstance(value, str) and Path(value).is_absolute():
+                p = Path(value)
+                doc["model"][key] = str(p.relative_to(folder.resolve())) if p.is_relative_to(folder.resolve()) else p.name
+        target = dest / path.relative_to(folder).with_suffix(".json.gz")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.GzipFile(target, "wb", mtime=0) as fh:  # mtime 0: the same document gives the same bytes
+            fh.write(json.dumps(doc, allow_nan=False).encode())
+        written.append(target)
+    return written
 
 
 if __name__ == "__main__":

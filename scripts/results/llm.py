@@ -9,7 +9,7 @@ TITLE = "Language models"
 NAV = ""
 ORDER = 70
 #: the single-model records, each a block of docs/llm.md named llm-<record>
-RECORDS = ("smollm2", "smollm2-defaults", "capture-cost", "pythia-cost")
+RECORDS = ("smollm2", "smollm2-defaults", "capture-cost", "pythia-cost", "control-rules")
 #: the comparisons (records with the ``summary.json`` that ``windtunnel llm --config`` writes)
 COMPARISONS = ("paper3-offline",)
 

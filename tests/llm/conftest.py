@@ -4,7 +4,7 @@ small byte-level BPE tokenizer and loaded through the same path as a user's mode
 from __future__ import annotations
 
 import pytest
-from llm_tiny import FAMILIES, build_model, build_tokenizer
+from llm_tiny import FAMILIES, SMALL, build_model, build_tokenizer
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +28,30 @@ def tiny_models(tmp_path_factory, tiny_tokenizer_dir):
         tok.save_pretrained(path)
         out[fam] = path
     return out
+
+
+
+@pytest.fixture(scope="session")
+def pools(tmp_path_factory):
+    """Every eighth prompt of the shipped mixed and math pools, as pool files (small runs)."""
+    import json
+
+    from windtunnel.llm.prompts import load_pool
+
+    d = tmp_path_factory.mktemp("pools")
+    out = {}
+    for which in ("mixed", "math"):
+        p = load_pool(which)
+        f = d / f"{which}.json"
+        f.write_text(json.dumps({"prompts": p["prompts"][::8]}))
+        out[f"{which}_pool"] = str(f)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tiny_models, pools, tmp_path_factory):
+    """(folder, llm.json document) of every analysis on the tiny GPT-NeoX, with its control (the default)."""
+    from windtunnel.llm import run_llm
+
+    out = tmp_path_factory.mktemp("run")
+    return out, run_llm(str(tiny_models["gpt_neox"]), None, out, **SMALL, **pools)

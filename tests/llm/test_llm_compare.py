@@ -114,8 +114,20 @@ def test_every_number_comes_from_llm_json(compared):
     path.write_text(json.dumps(doc))
     again = write_comparison(out)
     assert next(r for r in again["rows"] if r["model"] == "neox")["focusing"] == 0.777
-    assert again["dissociation"]["all"]["relative_drop"]["mha"] == ["neox"]
-    assert again["dissociation"]["all"]["relative_drop"]["status"] == "too few models"
+    # the trained models alone are sides: the random-weight models (and every control) are not
+    d = again["dissociation"]["trained"]["relative_drop"]
+    assert d["mha"] == ["neox"] and d["gqa_sw"] == [] and d["status"] == "no test"
+
+
+def test_each_model_has_its_control_and_claims_rest_on_it(compared):
+    out, s = compared
+    for name in s["finished"]:
+        assert (out / name / "control" / "init-seed1000003" / "llm.json").is_file()
+        row = next(r for r in s["rows"] if r["model"] == name)
+        assert row["control"].startswith("re-initialised") and row["control_seconds"] > 0
+        assert [c["rests_on"] for c in s["claims"][name]][:5] == [row["control"]] * 5
+    md = (out / "summary.md").read_text()
+    assert "| entropy axis | control |" in md and "| against the control | rests on |" in md
 
 
 def test_a_second_run_skips_finished_models_and_retries_failed_ones(compared, tiny_models, gpt2_dir, small):
@@ -182,9 +194,14 @@ def test_memory_is_estimated_before_loading_and_a_model_that_does_not_fit_is_ref
 
 def test_shipped_configs(tmp_path):
     names = {m.name: m for m in plan(load_config("paper3"), tmp_path)[1]}
-    assert list(names) == ["pythia-410m", "phi-2", "Llama-3.2-1B", "Mistral-7B-v0.1"]
+    assert list(names) == ["pythia-410m", "pythia-12b", "phi-2", "Llama-3.2-1B", "Mistral-7B-v0.1",
+                           "Mistral-7B-Instruct-v0.1", "Mixtral-8x7B-v0.1"]
     assert names["pythia-410m"].options.init_revision == "step0" and names["pythia-410m"].kind == "hub"
+    assert names["pythia-12b"].options.init_revision == "step0" and names["phi-2"].options.control
     assert load_config("paper3").resources.num_gpus == 1
+    scaling = plan(load_config("paper3-scaling"), tmp_path)[1]
+    assert len(scaling) == 8 and {m.family for m in scaling} == {"pythia"}
+    assert all(m.options.init_revision == "step0" for m in scaling)
     offline = load_config("paper3-offline")
     kinds = [m.random.family if m.random else "smollm2" for m in offline.models]
     assert kinds == ["smollm2", "gpt_neox", "phi", "llama", "mistral"]

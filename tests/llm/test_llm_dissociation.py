@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from windtunnel.llm.architecture import architecture, classify
-from windtunnel.llm.claims import _verdict, judge, paper_entry, paper_text
+from windtunnel.llm.claims import _verdict, calibrated, paper_entry, paper_text
 from windtunnel.llm.dissociation import dissociation, group_test
 
 
@@ -59,48 +59,40 @@ def test_one_model_on_a_side_and_no_model_on_a_side():
     assert "includes 0" in group_test(noisy, "relative_drop")["conclusion"]
 
 
-def test_random_weight_models_are_also_left_out():
-    models = [_model("m", "MHA", 0.0, random_weights=True), _model("g", "GQA/SW", 0.4, seed=1),
-              _model("h", "GQA/SW", 0.45, seed=2)]
+def test_the_dissociation_is_over_the_models_it_is_given():
+    """The comparison gives it the trained models alone (tests/llm/test_llm_compare.py): one test."""
+    models = [_model("g", "GQA/SW", 0.4, seed=1), _model("h", "GQA/SW", 0.45, seed=2)]
     d = dissociation(models)
-    assert d["all"]["relative_drop"]["mha"] == ["m"]
-    assert d["trained_only"]["relative_drop"]["status"] == "no test"
-    assert "trained_only" not in dissociation(models[1:])
+    assert set(d) == {"primary", "alpha", "min_per_side", "trained"}
+    assert d["trained"]["relative_drop"]["status"] == "no test"
 
 
 def test_verdicts_and_paper_values():
+    # the control decides: not beaten = does not hold, whatever the criterion says
     assert [_verdict(True, True), _verdict(True, False), _verdict(False, True), _verdict(False, False),
-            _verdict(None, None)] == ["holds", "partly", "partly", "does not hold", "not measured"]
+            _verdict(None, True, "no control")] == ["holds", "partly", "does not hold", "does not hold", "not testable"]
     assert paper_entry("EleutherAI/Pythia-410m")["label"] == "Pythia-410M"  # by hub id, any case
     assert paper_entry("./my-model") is None
     assert paper_text([0.15, 0.2]) == "15.0%-20.0%" and paper_text([0.11, 0.13], share=False) == "0.11-0.13"
     assert paper_text("non-monotone") == "non-monotone" and paper_text(0.82) == "82.0%"
 
 
-def test_sula_claim_needs_entropy_that_reads_the_labels():
-    """A random network's PC1 can follow prompt length (hence k and H_Bayes): its Spearman passes,
-    but its entropy sits near 1 bit whatever the labels say: it never beats the best constant (the
-    median of H_Bayes) and does not follow H_Bayes within a k. Only a model whose entropy tracks the
-    labels' evidence holds; older files get the nulls from their prompts."""
+def test_calibrated_needs_entropy_that_reads_the_labels():
+    """A random network's entropy sits near 1 bit whatever the labels say: it never beats the best
+    constant (the median of H_Bayes) and does not follow H_Bayes within a k. Only a model whose
+    entropy tracks the labels' evidence is calibrated; older files get the nulls from their prompts."""
     from windtunnel.llm.headline import _sula_nulls
 
     rng = np.random.default_rng(0)
     k = np.repeat([0, 1, 2, 4], 30)
     h_bayes = np.where(k == 0, 1.0, np.exp(-k / 2) * rng.uniform(0.3, 1.0, k.size))
-    flat = 0.96 + 0.01 * rng.standard_normal(k.size)
-    sula = {"calibration": {"uniform_mae": 0.6}, "alignment": {"spearman_pc1_h_bayes": 0.65, "spearman_pc1_h_bayes_p": 1e-6}}
-    row = {key: None for key in ("mixed_pc1_pc2", "key_orth_mean", "focusing", "math_pc1_pc2", "dr_gain", "iv_true_dmae")}
-    row.update(sula_spearman_pc1_h_bayes=0.65, sula_spearman_p=1e-6, sula_uniform_mae=0.6)
 
-    def verdict(h_model):
-        nulls = _sula_nulls({**sula, "per_prompt": {"k": k.tolist(), "h_bayes": h_bayes.tolist(),
-                                                    "h_model": h_model.tolist()}})
-        mae = float(np.abs(h_model - h_bayes).mean())
-        return next(c for c in judge({**row, "sula_mae": mae, **{f"sula_{n}": v for n, v in nulls.items()}}, {},
-                                     "random") if c["claim"] == "sula")
+    def row(h_model):
+        nulls = _sula_nulls({"per_prompt": {"k": k.tolist(), "h_bayes": h_bayes.tolist(), "h_model": h_model.tolist()}})
+        return {"sula_mae": float(np.abs(h_model - h_bayes).mean()), **{f"sula_{n}": v for n, v in nulls.items()}}
 
-    assert verdict(flat)["verdict"] == "partly"  # Spearman passes; the entropy ignores the labels
-    follows = verdict(h_bayes + 0.05 * rng.standard_normal(k.size))
-    assert follows["verdict"] == "holds" and "within-k" in follows["null"]
-    # a headline without the prompts falls back to the 1-bit predictor, and says so
-    assert "1-bit" in next(c for c in judge({**row, "sula_mae": 0.5}, {}, "m") if c["claim"] == "sula")["null"]
+    flat, why = calibrated(row(0.96 + 0.01 * rng.standard_normal(k.size)))
+    assert not flat and "best constant" in why
+    follows, _ = calibrated(row(h_bayes + 0.05 * rng.standard_normal(k.size)))
+    assert follows
+    assert calibrated({"sula_mae": None}) == (False, "no SULA calibration measured")

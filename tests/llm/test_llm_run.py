@@ -6,29 +6,11 @@ import pytest
 
 from windtunnel.config import ConfigError
 from windtunnel.llm import LLM_ANALYSES, run_llm
-from windtunnel.llm.prompts import load_pool
-
-SMALL = dict(n_per_quintile=3, sula_ks="0,1,4", sula_n_per_k=4, n_bootstrap=20, n_null=10, batch_size=32,
-             intervention_layers="1;0,2", intervention_conditions="true_cut,random_cut,true_shift_plus")
 
 
 @pytest.fixture(scope="module")
-def pools(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pools")
-    out = {}
-    for which in ("mixed", "math"):
-        p = load_pool(which)
-        f = d / f"{which}.json"
-        f.write_text(json.dumps({"prompts": p["prompts"][::8]}))
-        out[f"{which}_pool"] = str(f)
-    return out
-
-
-@pytest.fixture(scope="module")
-def doc(tiny_models, pools, tmp_path_factory):
-    out = tmp_path_factory.mktemp("run")
-    d = run_llm(str(tiny_models["gpt_neox"]), None, out, **SMALL, **pools)
-    return out, d
+def doc(tiny_run):
+    return tiny_run
 
 
 def test_files_and_document(doc):

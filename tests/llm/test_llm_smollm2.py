@@ -34,7 +34,7 @@ def test_smollm2_end_to_end(tmp_path):
         pytest.importorskip(mod, reason=f"{mod} missing: make setup EXTRAS=llm")
     from windtunnel.llm import run_llm
 
-    doc = run_llm(str(path), None, tmp_path, sula_n_per_k=20, intervention_layers="15;29",
+    doc = run_llm(str(path), None, tmp_path, sula_n_per_k=20, intervention_layers="15;29", control=False,
                   intervention_conditions="true_cut,random_cut,true_only,random_only,true_shift_plus")
     r, m = doc["results"], doc["model"]
     assert (m["adapter"], m["n_layers"], m["n_heads"], m["n_kv_heads"], m["head_dim"]) == ("llama", 30, 9, 3, 64)

@@ -8,9 +8,11 @@
   headline numbers of every analysis with their intervals and nulls
   (:func:`~windtunnel.llm.headline.headline`), the paper's values beside them, and the verdict of
   every Paper III claim (:mod:`windtunnel.llm.claims`);
-- ``summary.json``: the same rows, each claim's measured value, null and paper value, the
-  dissociation test (:mod:`windtunnel.llm.dissociation`), the families that hold several sizes,
-  and which models failed (with their errors) or are missing;
+- ``summary.json``: the same rows, each claim's verdict with its measured value, the comparison
+  against the model's control (its ``control/`` folders) and the paper's value, the dissociation
+  test over the trained models (:mod:`windtunnel.llm.dissociation`; random-weight models and
+  controls are never a side), the families that hold several sizes, and which models failed
+  (with their errors) or are missing;
 - ``summary.md`` and the figures (:mod:`windtunnel.llm.compare_plots`).
 
 Every number comes from the per-model files; nothing is computed again from a model, so the
@@ -66,12 +68,23 @@ def read_models(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         doc, failed = _load(out / m["folder"] / "llm.json"), _load(out / m["folder"] / "failed.json")
         status = "finished" if doc else "failed" if failed else "missing"
         models.append({**m, "status": status, "doc": doc, "error": (failed or {}).get("error") if not doc else None})
+        if doc:
+            models[-1]["controls"] = read_model_controls(out, models[-1])
     return manifest, models
+
+
+def read_model_controls(out: Path, m: dict[str, Any]) -> list[dict]:
+    """The finished controls of a finished model (:mod:`windtunnel.llm.control`), read from its folder."""
+    from windtunnel.llm.config import LLMOptions
+    from windtunnel.llm.control import finished_controls
+
+    doc = m["doc"]
+    return finished_controls(out / m["folder"], doc["analyses"], LLMOptions.build(doc["options"])) or []
 
 
 def model_row(m: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The table row of one model of :func:`read_models` (cells empty unless finished) and its
-    claims (:func:`~windtunnel.llm.claims.judge`)."""
+    claims (:func:`~windtunnel.llm.claims.judge`, against the controls in ``m["controls"]``)."""
     row: dict[str, Any] = {"model": m["name"], "family": m["family"], "source": m["kind"],
                            "random_weights": m["kind"] == "random", "status": m["status"], "error": m["error"]}
     if m["status"] != "finished":
@@ -81,8 +94,10 @@ def model_row(m: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     paper = paper_entry(doc["model"]["name"]) or {}
     for col, (key, share) in PAPER_COLUMNS.items():
         row[col] = paper_text(paper.get(key), share) if key in paper else None
-    claims = judge(row, doc.get("criteria", {}), doc["model"]["name"])
+    claims = judge(doc, m.get("controls") or [])
     row.update({f"claim_{c['claim']}": c["verdict"] for c in claims})
+    row["control"] = claims[0]["rests_on"] if claims else None
+    row["control_seconds"] = sum(c.get("timing", {}).get("total_s") or 0 for c in m.get("controls") or []) or None
     return row, claims
 
 
@@ -111,8 +126,8 @@ def build_summary(manifest: dict[str, Any], models: list[dict[str, Any]]) -> dic
     judged = [model_row(m) for m in models]
     rows = [row for row, _ in judged]
     done = [(m, row, claims) for m, (row, claims) in zip(models, judged) if m["status"] == "finished"]
-    inputs = [x for m, row, _ in done
-              if (x := focusing_inputs(m["name"], row["group"], m["kind"] == "random", m["doc"])) is not None]
+    inputs = [x for m, row, _ in done if m["kind"] != "random"
+              and (x := focusing_inputs(m["name"], row["group"], m["doc"])) is not None]
     cfg = manifest["config"]
     return {
         "kind": "llm-compare-summary", "name": cfg["name"], "description": cfg.get("description", ""),

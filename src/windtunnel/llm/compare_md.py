@@ -10,10 +10,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from windtunnel.llm.report import CLAIM_TITLES, VERDICT_MARKS
+from windtunnel.llm.report import claims_table as claim_rows
 from windtunnel.tables import f, pct, table
-
-CLAIM_TITLES = {"value_manifold": "value manifold", "key_orthogonality": "key orthogonality", "focusing": "focusing",
-                "domain_restriction": "domain restriction", "sula": "SULA", "entropy_axis": "entropy axis"}
 
 
 def _e(text: Any) -> str:
@@ -36,15 +35,15 @@ def models_table(summary: dict[str, Any]) -> list[str]:
     body = []
     for r in summary["rows"]:
         if r["status"] != "finished":
-            body.append([_e(r["model"]), r["status"], _e(r.get("error") or "not run yet"), "", "", "", "", ""])
+            body.append([_e(r["model"]), r["status"], _e(r.get("error") or "not run yet"), "", "", "", "", "", ""])
             continue
         mem = (f"{f(r['peak_rss_mib'], '.0f')}, +{f(r.get('rss_growth_mib'), '.0f')} "
                f"(est. {f(r['memory_estimate_mib'], '.0f')})")
         body.append([_e(r["model"]) + (" (random weights)" if r["random_weights"] else ""), r["attention"], r["group"],
                      f"{r['n_parameters'] / 1e6:.2f}M", f"{r['n_layers']} x {r['d_model']}", f"{r['dtype']} {r['device']}",
-                     f(r["seconds"], ".0f"), mem])
+                     f(r["seconds"], ".0f"), f(r.get("control_seconds"), ".0f"), mem])
     return table(["model", "attention", "group", "parameters", "layers x d_model", "dtype device", "seconds",
-                  "peak RSS MiB, growth (estimate)"], body)
+                  "control seconds", "peak RSS MiB, growth (estimate)"], body)
 
 
 def headline_table(summary: dict[str, Any]) -> list[str]:
@@ -52,52 +51,57 @@ def headline_table(summary: dict[str, Any]) -> list[str]:
     for r in _finished(summary):
         body.append([
             _e(r["model"]),
-            f"{pct(r['mixed_pc1_pc2'])} (null q95 {pct(r['mixed_perm_q95'])}){_paper(r.get('paper_mixed_pc1_pc2'))}",
-            f"{pct(r['math_pc1_pc2'])}{_paper(r.get('paper_math_pc1_pc2'))}",
+            _ci(r.get("mixed_pc1_pc2_boot"), r["mixed_pc1_pc2_lo"], r["mixed_pc1_pc2_hi"])
+            + f" (null q95 {pct(r['mixed_perm_q95'])}){_paper(r.get('paper_mixed_pc1_pc2'))}",
+            _ci(r.get("math_pc1_pc2_boot"), r["math_pc1_pc2_lo"], r["math_pc1_pc2_hi"])
+            + _paper(r.get("paper_math_pc1_pc2")),
             f"{f(r['key_orth_early'], '.3f')} (init {f(r['key_null_init'], '.3f')}){_paper(r.get('paper_key_orth_early'))}",
             _ci(r["focusing"], r["focusing_lo"], r["focusing_hi"]) + _paper(r.get("paper_focusing")),
             _ci(r["monotone_fraction"], r["monotone_lo"], r["monotone_hi"], lambda x: f(x, ".2f")),
             _ci(r["focusing_slope"], r["focusing_slope_lo"], r["focusing_slope_hi"], lambda x: f(x, "+.2f")),
-            f"{f(r['sula_spearman_pc1_h_bayes'], '+.2f')}",
+            f"{f(r['sula_rho_k_pc1'], '+.2f')} / {f(r['sula_spearman_pc1_h_bayes'], '+.2f')}",
             f"{f(r['sula_mae'], '.3f')} (constant {f(r.get('sula_constant_mae'), '.3f')}){_paper(r.get('paper_sula_mae'))}",
             f"{f(r['iv_true_dmae'], '+.4f')} / {f(r['iv_random_dmae'], '+.4f')}",
             f"{f(r['iv_true_dgeometry'], '+.3f')} / {f(r['iv_random_dgeometry'], '+.3f')}",
         ])
-    return table(["model", "mixed PC1+PC2", "math PC1+PC2", "key |cos| early", "focusing [95% CI]",
-                  "monotone steps", "slope (bits/depth)", "SULA Spearman(PC1, H_Bayes)", "SULA MAE bits",
+    return table(["model", "mixed PC1+PC2 (bootstrap mean [95% CI])", "math PC1+PC2 (bootstrap mean [95% CI])",
+                  "key |cos| early", "focusing [95% CI]", "monotone steps", "slope (bits/depth)",
+                  "SULA rho(k, PC1) / rho(PC1, H_Bayes)", "SULA MAE bits",
                   "cut ΔMAE true / random", "cut Δcorr downstream true / random"], body)
 
 
 def claims_table(summary: dict[str, Any]) -> list[str]:
+    """A verdict per model and claim (✓ holds, ~ partly, ✗ does not hold, – not testable), and the
+    control each model's verdicts rest on."""
     order = summary["claim_order"]
-    body = [[_e(name)] + [f"**{c['verdict']}**" for c in claims] for name, claims in summary["claims"].items()]
-    return table(["model"] + [CLAIM_TITLES[c] for c in order], body)
+    rows = {r["model"]: r for r in summary["rows"]}
+    body = [[_e(name)] + [f"{VERDICT_MARKS[c['verdict']]} **{c['verdict']}**" for c in claims]
+            + [_e(rows.get(name, {}).get("control") or "-")] for name, claims in summary["claims"].items()]
+    return table(["model"] + [CLAIM_TITLES[c] for c in order] + ["control"], body)
 
 
 def claims_detail(summary: dict[str, Any]) -> list[str]:
-    body = [[_e(name), CLAIM_TITLES[c["claim"]], c["verdict"], _e(c["measured"]), _e(c["null"]), _e(c["paper"])]
-            for name, claims in summary["claims"].items() for c in claims if c["verdict"] != "not measured"]
-    return table(["model", "claim", "verdict", "measured", "null", "paper"], body)
+    lines: list[str] = []
+    for name, claims in summary["claims"].items():
+        rows = claim_rows([{k: (_e(v) if isinstance(v, str) else v) for k, v in c.items()} for c in claims], _e(name))
+        lines += rows if not lines else rows[2:]
+    return lines
 
 
 def dissociation_lines(summary: dict[str, Any]) -> list[str]:
     d = summary["dissociation"]
-    lines = []
-    for scope, title in (("all", "all models"), ("trained_only", "trained models only")):
-        if scope not in d:
-            continue
-        lines += [f"**{title}**:", ""]
-        for metric, t in d[scope].items():
-            star = " (the paper's measure)" if metric == d["primary"] else ""
-            lines.append(f"- {t['meaning']}{star}: {_e(t['conclusion'])}.")
-        lines.append("")
-    return lines
+    lines = ["**trained models** (random-weight models and the controls are never a side):", ""]
+    for metric, t in d["trained"].items():
+        star = " (the paper's measure)" if metric == d["primary"] else ""
+        lines.append(f"- {t['meaning']}{star}: {_e(t['conclusion'])}.")
+    return lines + [""]
 
 
 def results_markdown(summary: dict[str, Any]) -> list[str]:
     """The models, headline numbers, claims and dissociation of a comparison (the docs' table)."""
-    lines = models_table(summary) + [""] + headline_table(summary) + ["", "Paper III's claims per model (each against "
-                                                                     "its null; details in the comparison's summary.md):", ""]
+    lines = models_table(summary) + [""] + headline_table(summary) + ["", "Paper III's claims per model, each judged "
+                                                                     "against the model at initialisation (the control "
+                                                                     "column; details in the comparison's summary.md):", ""]
     lines += claims_table(summary) + ["", "Dissociation, MHA against GQA/SW:", ""] + dissociation_lines(summary)
     return lines
 
@@ -120,8 +124,10 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     lines += ["", "## Headline numbers", "", "Final layer, the run's primary PCA space; intervals are 95% bootstrap "
               "intervals over prompts; the paper's values in brackets where the model is one of the paper's. "
               f"Paper values: {_e(s['paper_source'])}", ""] + headline_table(s)
-    lines += ["", "## Paper III's claims", "", "Holds = the paper's criterion met and its null beaten; partly = one of "
-              "the two; rules in `windtunnel.llm.claims`.", ""]
+    lines += ["", "## Paper III's claims", "", "Each claim is judged against the model's control, the same architecture "
+              "at initialisation analysed by the same code: holds = the control beaten (a 95% interval) and the paper's "
+              "criterion met; partly = the control beaten alone; does not hold = the control not beaten; not testable = "
+              "a precondition is missing (the reason is given). Rules in `windtunnel.llm.claims`.", ""]
     lines += [f"- {CLAIM_TITLES[k]}: {_e(v)}" for k, v in s["claim_text"].items()] + [""]
     lines += claims_table(s) + [""] + claims_detail(s)
     lines += ["", "## Dissociation: does focusing differ between MHA and GQA/SW models?", "",

@@ -51,6 +51,13 @@ class Thresholds(StrictConfig):
     dr_gain_min: float = Field(
         0.0, ge=-1, le=1,
         description="domain restriction passes when PC1+PC2(math) - PC1+PC2(mixed) exceeds this (derived, not in the paper)")
+    control_share: float = Field(
+        0.01, ge=0, lt=1, description="the smallest difference from the control that counts, for shares (PC1, PC1+PC2, "
+                                      "the domain-restriction gain, the focusing drop): the interval's bound must pass it")
+    control_cos: float = Field(
+        0.005, ge=0, lt=1, description="the same for the key orthogonality's mean |cos| (below the control by at least this)")
+    control_rho: float = Field(
+        0.05, ge=0, lt=2, description="the same for SULA's within-k correlation and its separation of conditions (in SD)")
 
 
 class LLMOptions(StrictConfig):
@@ -97,6 +104,20 @@ class LLMOptions(StrictConfig):
     init_revision: str | None = Field(
         None, description="revision at initialisation for the key-orthogonality baseline (Pythia: step0)")
     init_from_config: bool = Field(True, description="also measure W_K drawn from the family's own initialiser")
+    control: bool = Field(
+        True, description="analyse the same architecture at initialisation beside the model (the init_revision "
+                          "checkpoint where given, else the model re-initialised from its own config by its family's "
+                          "initialiser, with the same tokenizer and prompts) and judge every Paper III claim against it; "
+                          "off: the claims that need it are not testable")
+    control_seeds: int = Field(
+        1, ge=1, le=64, description="re-initialisations analysed as the control (their spread joins every interval); "
+                                    "ignored with init_revision, which has one")
+    control_seed: int = Field(
+        1_000_003, ge=0, description="torch seed of the first re-initialisation (then +1, +2, ...): far from the "
+                                     "seeds of tiny random models, so that a control never repeats its model")
+    n_random_axes: int = Field(
+        20, ge=0, le=1000, description="random axes cut at the entropy-axis claim's layer set, whose spread the true "
+                                       "cut is read against (only for a model calibrated beyond the best constant)")
     attention_positions: Literal["final", "all"] = Field(
         "final",
         description="attention entropy at the final query (paper §4.2, default) or averaged over all query positions (§4.5)")

@@ -14,8 +14,9 @@ layer, is the paper's measure). Two uncertainties answer two questions:
   below ``p_min``, the share of splits at least as extreme as the most extreme one; when ``p_min`` is
   above ``alpha``, or a side has under :data:`MIN_PER_SIDE` models, it says: too few models to conclude.
 
-Random-weight models are in the test when the comparison holds them, and the test is repeated on
-the trained models alone. Why the replicates are paired: docs/llm.md, "The dissociation, as a test".
+Only trained models are sides: random-weight models, and every model's control at
+initialisation, say nothing about what training on an architecture yields. Why the replicates
+are paired: docs/llm.md, "The dissociation, as a test".
 """
 
 from __future__ import annotations
@@ -115,20 +116,16 @@ def group_test(models: list[dict[str, Any]], metric: str) -> dict[str, Any]:
 
 
 def dissociation(models: list[dict[str, Any]]) -> dict[str, Any]:
-    """The test on every focusing summary, over all models and (when some have random weights)
-    over the trained ones alone; ``primary`` names the paper's measure."""
-    out: dict[str, Any] = {"primary": PRIMARY, "alpha": ALPHA, "min_per_side": MIN_PER_SIDE,
-                           "all": {k: group_test(models, k) for k in METRICS}}
-    trained = [m for m in models if not m.get("random_weights")]
-    if len(trained) < len(models):
-        out["trained_only"] = {k: group_test(trained, k) for k in METRICS}
-    return out
+    """The test on every focusing summary over the trained models (the caller leaves out
+    random-weight models; controls are never a side); ``primary`` names the paper's measure."""
+    return {"primary": PRIMARY, "alpha": ALPHA, "min_per_side": MIN_PER_SIDE,
+            "trained": {k: group_test(models, k) for k in METRICS}}
 
 
-def focusing_inputs(name: str, group: str, random_weights: bool, doc: dict) -> dict[str, Any] | None:
+def focusing_inputs(name: str, group: str, doc: dict) -> dict[str, Any] | None:
     """What :func:`group_test` needs of one model, read from its ``llm.json`` (None without focusing)."""
     fo = doc.get("results", {}).get("attention_focusing", {}).get("focusing")
     if not fo:
         return None
-    return {"name": name, "group": group, "random_weights": random_weights,
-            "focusing": {k: fo.get(k) for k in METRICS}, "bootstrap": {k: (fo.get("bootstrap") or {}).get(k) for k in METRICS}}
+    return {"name": name, "group": group, "focusing": {k: fo.get(k) for k in METRICS},
+            "bootstrap": {k: (fo.get("bootstrap") or {}).get(k) for k in METRICS}}

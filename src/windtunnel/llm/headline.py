@@ -72,6 +72,14 @@ def _sula_nulls(sula: Any) -> dict[str, Any]:
             "within_k_spearman": rho, "within_k_p": p}
 
 
+def _random_cuts(results: dict, pair: dict | None) -> list[float] | None:
+    """The random-axis cuts' changes of the downstream correlation, at the layer set of ``pair``."""
+    dist = get(results, "interventions", "random_axis_distribution")
+    if pair is None or not dist or ",".join(map(str, dist.get("layers", []))) != pair["layers"]:
+        return None
+    return dist["delta_axis_corr_downstream"]
+
+
 def headline(doc: dict) -> dict[str, Any]:
     """One row of a comparison from one ``llm.json``."""
     m, r, t = doc["model"], doc.get("results", {}), doc.get("timing", {})
@@ -97,11 +105,14 @@ def headline(doc: dict) -> dict[str, Any]:
         # value manifold (final layer, primary PCA space)
         "mixed_pc1": get(mixed, "pc1"), "mixed_pc1_pc2": get(mixed, "pc1_pc2"),
         "mixed_pc1_pc2_lo": get(mixed, "pc1_pc2_ci", 0), "mixed_pc1_pc2_hi": get(mixed, "pc1_pc2_ci", 1),
+        "mixed_pc1_boot": get(mixed, "pc1_boot_mean"), "mixed_pc1_lo": get(mixed, "pc1_ci", 0),
+        "mixed_pc1_hi": get(mixed, "pc1_ci", 1), "mixed_pc1_pc2_boot": get(mixed, "pc1_pc2_boot_mean"),
         "mixed_null_pc1_pc2": get(mixed, "null", "gaussian", "pc1_pc2_mean"),
         "mixed_perm_q95": get(mixed, "null", "column_permutation", "pc1_pc2_q95"),
         "mixed_spearman_pc1_entropy": get(mixed, "spearman_pc1_entropy"),
         "math_pc1": get(math_, "pc1"), "math_pc1_pc2": get(math_, "pc1_pc2"),
         "math_pc1_pc2_lo": get(math_, "pc1_pc2_ci", 0), "math_pc1_pc2_hi": get(math_, "pc1_pc2_ci", 1),
+        "math_pc1_boot": get(math_, "pc1_boot_mean"), "math_pc1_pc2_boot": get(math_, "pc1_pc2_boot_mean"),
         "math_perm_q95": get(math_, "null", "column_permutation", "pc1_pc2_q95"),
         "dr_gain": get(gain, "pc1_pc2_gain"), "dr_gain_lo": get(gain, "ci", 0), "dr_gain_hi": get(gain, "ci", 1),
         # key orthogonality
@@ -131,6 +142,7 @@ def headline(doc: dict) -> dict[str, Any]:
         "iv_true_dgeometry": get(iv, "true", "delta_axis_corr_downstream"),
         "iv_random_dgeometry": get(iv, "random", "delta_axis_corr_downstream"),
         "iv_baseline_geometry": get(iv, "true", "baseline_axis_corr_downstream_mean"),
+        "iv_random_dgeometry_all": _random_cuts(r, iv),
     }
     return row
 

@@ -93,11 +93,28 @@ def resolve_dtype(opts: LLMOptions, device: str) -> torch.dtype:
     return getattr(torch, opts.dtype)
 
 
-def load_model(name: str, opts: LLMOptions, revision: str | None = None, *, weights_only: bool = False) -> LoadedModel:
+def _from_config(name: str, src: dict, opts: LLMOptions, revision: str | None, kwargs: dict, seed: int):
+    """The architecture of ``name`` at initialisation: its own config, weights drawn by its family's
+    initialiser (transformers' ``_init_weights``) with torch seeded by ``seed``; the caller's RNG
+    state is left as it was."""
+    from windtunnel.llm.memory import read_config
+
+    transformers = require("transformers")
+    config = read_config(name, src, opts.trust_remote_code, revision)
+    kw = {k: v for k, v in kwargs.items() if k in ("dtype", "torch_dtype", "attn_implementation", "trust_remote_code")}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return transformers.AutoModelForCausalLM.from_config(config, **kw)
+
+
+def load_model(name: str, opts: LLMOptions, revision: str | None = None, *, weights_only: bool = False,
+               reinit_seed: int | None = None) -> LoadedModel:
     """Load ``name`` (hub id, folder or .gguf) with its tokenizer and family adapter.
 
     ``revision`` overrides ``opts.revision`` (used for the initialisation checkpoint).
-    ``weights_only`` skips the tokenizer (key orthogonality needs weights only)."""
+    ``weights_only`` skips the tokenizer (key orthogonality needs weights only).
+    ``reinit_seed``: the same architecture re-initialised from its config with that torch seed
+    (the control at initialisation), with the model's own tokenizer."""
     transformers = require("transformers")
     src = resolve_source(name, opts)
     revision = revision if revision is not None else opts.revision
@@ -124,7 +141,10 @@ def load_model(name: str, opts: LLMOptions, revision: str | None = None, *, weig
         kwargs["device_map"] = opts.device_map
         kwargs["low_cpu_mem_usage"] = True
     try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(src["path"], **kwargs)
+        if reinit_seed is None:
+            model = transformers.AutoModelForCausalLM.from_pretrained(src["path"], **kwargs)
+        else:
+            model = _from_config(name, src, opts, revision, kwargs, reinit_seed)
     except (OSError, ValueError, KeyError) as exc:
         raise ConfigError(f"could not load model '{name}' ({src['kind']}"
                           + (f", revision {revision}" if revision else "") + f"): {exc}") from None
@@ -149,7 +169,7 @@ def load_model(name: str, opts: LLMOptions, revision: str | None = None, *, weig
             tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
     info = {
         "name": name, "source": src["kind"], "path": src["path"], "gguf_file": src["gguf_file"],
-        "revision": revision, "dtype": str(dtype).removeprefix("torch."), "device": device,
+        "revision": revision, "reinit_seed": reinit_seed, "dtype": str(dtype).removeprefix("torch."), "device": device,
         "device_map": opts.device_map, "trust_remote_code": opts.trust_remote_code,
         "attn_implementation": "eager", "transformers_version": transformers.__version__,
         "n_parameters": int(sum(p.numel() for p in model.parameters())),

@@ -125,6 +125,27 @@ def interventions(r: dict, doc: dict) -> list[str]:
                         "corr final layer", "baseline final"], rows)
 
 
+CLAIM_TITLES = {"value_manifold": "value manifold", "key_orthogonality": "key orthogonality", "focusing": "focusing",
+                "domain_restriction": "domain restriction", "sula": "SULA", "entropy_axis": "entropy axis"}
+VERDICT_MARKS = {"holds": "✓", "partly": "~", "does not hold": "✗", "not testable": "–", "not measured": " "}
+
+
+def verdict_text(c: dict) -> str:
+    """A claim's verdict as shown: the mark, the word and, where not testable, the reason."""
+    text = f"{VERDICT_MARKS[c['verdict']]} **{c['verdict']}**"
+    return text + (f" ({c['reason']})" if c.get("reason") else "")
+
+
+def claims_table(claims: list[dict], model: str | None = None) -> list[str]:
+    """One row per claim: verdict, what was measured, the control and what it rests on, the paper's value."""
+    head = (["model"] if model is not None else []) + ["claim", "verdict", "measured", "against the control", "rests on",
+                                                       "paper"]
+    body = [([model] if model is not None else []) + [CLAIM_TITLES[c["claim"]], verdict_text(c), c["measured"],
+                                                      c["control"], c["rests_on"], c["paper"]]
+            for c in claims if c["verdict"] != "not measured"]
+    return table(head, body)
+
+
 def render(doc: dict, analyses: AnalysisRegistry) -> str:
     m = doc["model"]
     lines = [f"# windtunnel llm: {m['name']}", "",
@@ -139,6 +160,11 @@ def render(doc: dict, analyses: AnalysisRegistry) -> str:
                  ", ".join(f"{kk} {f(vv, '.3f') if isinstance(vv, float) else vv}" for kk, vv in v.items() if kk != "pass")]
                 for k, v in c.items() if isinstance(v, dict) and "pass" in v]
         lines += table(["criterion", "result", "values"], rows) + ["", f"Verdict: **{c['verdict']}**.", ""]
+    if doc.get("claims"):
+        lines += ["## Paper III's claims against the control", "",
+                  f"Control: {doc['control']['rests_on']} (rules: `windtunnel.llm.claims`; holds = the control beaten "
+                  "and the paper's criterion met, partly = the control beaten alone).", ""]
+        lines += claims_table(doc["claims"]) + [""]
     for i, a in enumerate(analyses, 1):
         if a.name not in doc["results"]:
             continue

@@ -44,13 +44,53 @@ def resolve_analyses(analyses: list[str] | str | None) -> list[str]:
     return [a for a in REGISTRY.names() if a in wanted]
 
 
-def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dict:
+def run_llm(model: str, analyses: list[str] | None, out: Path, *, resume: bool = False, **options) -> dict:
     """Run ``analyses`` (default: all of :data:`LLM_ANALYSES`, in their canonical order) on ``model``
-    (hub id, local folder or .gguf file) and write llm.json, llm.md and plots into ``out``. Options:
-    :class:`LLMOptions`."""
+    (hub id, local folder or .gguf file) and write llm.json, llm.md and plots into ``out``; then,
+    unless ``control`` is off, the same analyses on the model at initialisation into
+    ``out/control/<label>/`` (:mod:`windtunnel.llm.control`; a finished control of the same
+    settings is read, not run again), and every Paper III claim judged against them into llm.json's
+    ``claims``. Options: :class:`LLMOptions`. ``resume``: a finished run of the same settings in
+    ``out`` is read too, not run again."""
     from windtunnel.llm.loading import require
 
     require("transformers")  # fail fast, before any heavy import, when the llm extra is missing
+    from windtunnel.llm.control import judge_into, run_controls
+
+    opts = options.pop("options", None) if isinstance(options.get("options"), LLMOptions) else None
+    opts = opts or build_options(options)
+    names = resolve_analyses(analyses)
+    out = Path(out)
+    doc = (finished_run(out, names, opts) if resume else None) or analyse(model, names, out, opts)
+    return judge_into(doc, run_controls(model, names, out, opts), out)
+
+
+def finished_run(folder: Path, analyses: list[str], opts: LLMOptions) -> dict | None:
+    """``folder/llm.json`` when it is a finished run with these analyses and options (None when
+    there is none, or it never finished writing); a finished run of other settings is an error:
+    nothing is overwritten. Which model it is, the caller checks (a comparison's folder is its model)."""
+    from windtunnel.config import ConfigError
+
+    path = Path(folder) / "llm.json"
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError:
+        return None
+    want, have = opts.model_dump(mode="json"), doc.get("options", {})
+    differ = sorted(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
+    if doc.get("analyses") != analyses:
+        differ.insert(0, "analyses")
+    if differ:
+        raise ConfigError(f"{folder} holds a run with other settings ({', '.join(differ)}); choose another --out or "
+                          "remove that folder (nothing was overwritten)")
+    return doc
+
+
+def analyse(model: str, names: list[str], out: Path, opts: LLMOptions, **load) -> dict:
+    """One pass of the analyses ``names`` over ``model`` (``load``: :func:`~windtunnel.llm.loading.load_model`'s
+    ``revision`` or ``reinit_seed``, for a control) into ``out``: llm.json, plots and llm.md."""
     from windtunnel.files import atomic_write_text
     from windtunnel.llm.analyses import REGISTRY
     from windtunnel.llm.loading import load_model
@@ -59,13 +99,9 @@ def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dic
     from windtunnel.llm.session import Session, strip_boot
     from windtunnel.llm.verdict import criteria
 
-    opts = options.pop("options", None) if isinstance(options.get("options"), LLMOptions) else None
-    opts = opts or build_options(options)
-    names = resolve_analyses(analyses)
-    out = Path(out)
     t0 = time.perf_counter()
     with PeakMemory() as peak:
-        lm = load_model(model, opts)  # estimates the memory first and refuses a model that would not fit
+        lm = load_model(model, opts, **load)  # estimates the memory first and refuses a model that would not fit
         load_s = time.perf_counter() - t0
         out.mkdir(parents=True, exist_ok=True)  # once the model loads: a bad one writes nothing
         sess = Session(lm=lm, opts=opts, analyses=names, name=model)

@@ -172,6 +172,16 @@ def within_k(h_model, h_bayes, ks) -> tuple[float, float]:
     return spearman(resid(h_model), resid(h_bayes))
 
 
+def reads_labels(mae, constant_mae, within_k_spearman, within_k_p) -> bool:
+    """Is a model calibrated beyond the best constant predictor: its SULA MAE below the best
+    constant's, and its entropy following the labels' evidence within each k (Spearman > 0,
+    p < 0.01)? The precondition of the SULA and entropy-axis claims."""
+    vals = (mae, constant_mae, within_k_spearman, within_k_p)
+    if any(v is None or v != v for v in vals):
+        return False
+    return bool(mae < constant_mae and within_k_spearman > 0 and within_k_p < 0.01)
+
+
 def calibration(h_model, h_bayes, ks, p_model=None, y=None) -> dict:
     """MAE |H_model - H_Bayes| and Pearson corr(H_model, H_Bayes), overall and per k (corr is
     NaN where H_Bayes is constant, e.g. k = 0). Beside the MAE: the 1-bit predictor's

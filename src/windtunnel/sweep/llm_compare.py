@@ -34,7 +34,7 @@ def run_model(source: str, analyses: list[str], folder: str, options: dict[str, 
     """One model's job: ``run_llm`` into ``folder``; returns ``llm.json``'s document."""
     from windtunnel.llm.run import run_llm
 
-    return run_llm(source, analyses, Path(folder), **options)
+    return run_llm(source, analyses, Path(folder), resume=True, **options)
 
 
 def _same_model(model: PlannedModel, recorded: str | None) -> bool:
@@ -48,25 +48,23 @@ def _same_model(model: PlannedModel, recorded: str | None) -> bool:
 
 
 def finished(folder: Path, model: PlannedModel, analyses: list[str]) -> bool:
-    """``folder/llm.json`` is this model's finished run with these analyses and options; a finished
-    run of other settings is an error (nothing is overwritten)."""
-    path = folder / "llm.json"
-    if not path.is_file():
-        return False
+    """``folder/llm.json`` is this model's finished run with these analyses and options, judged
+    against its finished controls; a finished run of other settings is an error (nothing is
+    overwritten). A run whose controls are not all finished is not: its job reads the run and
+    analyses the controls that are missing."""
+    from windtunnel.llm.control import finished_controls
+    from windtunnel.llm.run import finished_run
+
     try:
-        doc = json.loads(path.read_text())
-    except ValueError:
-        return False  # a run that never finished writing it: run it again
-    want = model.options.model_dump(mode="json")
-    differ = sorted(k for k in want.keys() | doc.get("options", {}).keys() if want.get(k) != doc.get("options", {}).get(k))
-    if doc.get("analyses") != analyses:
-        differ.insert(0, "analyses")
+        doc = finished_run(folder, analyses, model.options)
+    except ConfigError as exc:
+        raise ConfigError(f"model '{model.name}': {exc}") from None
+    if doc is None:
+        return False
     if not _same_model(model, doc.get("model", {}).get("name")):
-        differ.insert(0, "model")
-    if differ:
-        raise ConfigError(f"{folder} holds a run of '{model.name}' with other settings ({', '.join(differ)}); choose "
-                          "another --out or remove that folder (nothing was overwritten)")
-    return True
+        raise ConfigError(f"{folder} holds a run of another model than '{model.name}'; choose another --out or remove "
+                          "that folder (nothing was overwritten)")
+    return "claims" in doc and finished_controls(folder, analyses, model.options) is not None
 
 
 def _keep_here(folder: Path):

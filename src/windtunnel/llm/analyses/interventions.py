@@ -35,14 +35,18 @@ def interventions(sess: Session) -> dict:
                                                "residual_pc1_abs_corr": iv.residual_pc1_corr(base.residual, h0)},
         "runs": [],
     }
+    def run(cond: str, layers: list[int], seed: int):  # -> (capture, H_model, calibration)
+        ops = iv.condition_ops(cond, layers, axes, ad.value_dim, seed, o.shift_sigma, o.random_axis_orthogonal)
+        measured = list(range(min(layers), sess.L))
+        cap = sess.run(main.texts, value_layers=measured, label_ids=label_ids(sess, main.labels), residual=True,
+                       interventions=ops)
+        _, h, _ = S.model_posterior(cap.label_probs)
+        return cap, h, S.calibration(h, main.h_bayes, main.k)
+
     for layers in layer_sets:
         for cond in o.intervention_conditions:
-            ops = iv.condition_ops(cond, layers, axes, ad.value_dim, o.seed, o.shift_sigma, o.random_axis_orthogonal)
             measured = list(range(min(layers), sess.L))
-            cap = sess.run(main.texts, value_layers=measured, label_ids=label_ids(sess, main.labels), residual=True,
-                           interventions=ops)
-            _, h, _ = S.model_posterior(cap.label_probs)
-            cal = S.calibration(h, main.h_bayes, main.k)
+            cap, h, cal = run(cond, layers, o.seed)
             corr = iv.axis_correlations(cap.values, h, axes, measured)
             last_cut = max(layers)
             down = [corr[str(i)]["fixed_axis"] for i in measured if i > last_cut]
@@ -70,7 +74,34 @@ def interventions(sess: Session) -> dict:
                 "delta_residual_pc1_abs_corr": resid - out["baseline"]["residual_pc1_abs_corr"],
                 "axis_corr_per_layer": corr,
             })
+    out["random_axis_distribution"] = _random_cuts(run, axes, base_cal, base_corr, layer_sets, sess)
     return out
+
+
+def _random_cuts(run, axes, base_cal: dict, base_corr: dict, layer_sets, sess: Session) -> dict:
+    """``n_random_axes`` random-axis cuts (seeds ``seed + 1000 j``) at the first layer set with
+    layers after it, for a model calibrated beyond the best constant predictor (the entropy-axis
+    claim is not testable otherwise, so nothing is run): the change of the downstream axis-entropy
+    correlation and of the MAE of each, the distribution the true cut is read against."""
+    o = sess.opts
+    calibrated = S.reads_labels(*(base_cal[k] for k in ("mae", "constant_mae", "within_k_spearman", "within_k_p")))
+    down_sets = [ls for ls in layer_sets if max(ls) < sess.L - 1]
+    if not o.n_random_axes or not calibrated or not down_sets:
+        why = ("n_random_axes = 0" if not o.n_random_axes else
+               "not calibrated beyond the best constant predictor" if not calibrated else
+               "every layer set ends at the last layer (nothing downstream)")
+        return {"skipped": why}
+    layers = down_sets[0]
+    down = [i for i in range(max(layers) + 1, sess.L)]
+    base = float(np.nanmean([base_corr[str(i)]["fixed_axis"] for i in down]))
+    seeds = [o.seed + 1000 * (j + 1) for j in range(o.n_random_axes)]
+    dgeo, dmae = [], []
+    for seed in seeds:
+        cap, h, cal = run("random_cut", layers, seed)
+        corr = iv.axis_correlations(cap.values, h, axes, list(range(min(layers), sess.L)))
+        dgeo.append(float(np.nanmean([corr[str(i)]["fixed_axis"] for i in down])) - base)
+        dmae.append(cal["mae"] - base_cal["mae"])
+    return {"layers": layers, "seeds": seeds, "delta_axis_corr_downstream": dgeo, "delta_mae": dmae}
 
 
 ANALYSIS = Analysis(name="interventions", title="Entropy-axis interventions", run=interventions,

@@ -67,13 +67,13 @@ def _sula_stats(sess: Session, sets, caps) -> dict:
     x = cm.values[L1]
     ratios, sc, _ = pca_components(x, standardize=std, n=2)
     pc1 = sc[:, 0]
-    if pearson(pc1, main.h_bayes) < 0:  # orient PC1 so that it rises with H_Bayes
+    if spearman(main.k, pc1)[0] < 0:  # the paper's orientation: PC1 rises with k (so falls with H_Bayes)
         pc1 = -pc1
     align = {"pca": o.sula_pca, "layer": L1, "pc1": float(ratios[0]), "pc1_pc2": float(ratios[:2].sum()),
              "pearson_pc1_h_bayes": pearson(pc1, main.h_bayes), "spearman_pc1_h_bayes": spearman(pc1, main.h_bayes)[0],
              "spearman_pc1_h_bayes_p": spearman(pc1, main.h_bayes)[1],
              "pearson_pc1_h_model": pearson(pc1, hm), "spearman_pc1_h_model": spearman(pc1, hm)[0],
-             "orientation": "PC1 sign chosen so that corr(PC1, H_Bayes) >= 0"}
+             "orientation": "PC1 sign chosen so that Spearman(k, PC1) >= 0 (the paper's)"}
     res = {
         "labels": list(main.labels), "alpha": o.sula_alpha, "ks": list(o.sula_ks), "n_per_k": o.sula_n_per_k,
         "n_prompts": len(main.texts), "seed": o.seed, "example_prompts": {str(k): main.texts[int(np.flatnonzero(main.k == k)[0])]
@@ -94,22 +94,24 @@ def _sula_stats(sess: Session, sets, caps) -> dict:
         union = np.concatenate([caps[n].values[L1] for n in names])
         _, usc, _ = pca_components(union, standardize=std, n=1)
         upc = usc[:, 0]
-        hs_main = np.concatenate([S.model_posterior(caps[n].label_probs)[1] for n in names])
-        if pearson(upc[: len(main.texts)], hs_main[: len(main.texts)]) < 0:
+        if spearman(main.k, upc[: len(main.texts)])[0] < 0:  # as PC1 above: rising with k on the main prompts
             upc = -upc
-        controls = {}
+        controls, shared = {}, {}
         start = 0
         for n in names:
             s, c = sets[n], caps[n]
             cp1, ch, cmass = S.model_posterior(c.label_probs)
             seg = upc[start:start + len(s.texts)]
             start += len(s.texts)
+            shared[n] = {"k": s.k.tolist(), "pc1": [round(float(v), 6) for v in seg]}
             controls[n] = {"labels": list(s.labels), "posterior": s.meta["posterior"],
                            "example_prompt": s.texts[int(np.argmax(s.k))],
                            "label_mass": min_mean_max(cmass), "calibration": S.calibration(ch, s.h_bayes, s.k, cp1, s.y),
                            "shared_pc1": S.trajectory(seg, s.k, o.n_bootstrap, o.bootstrap_seed)}
         res["controls"] = controls
-        res["controls_basis"] = f"PC1 ({o.sula_pca}) of the union of all conditions' layer-{L1} values"
+        res["controls_basis"] = (f"PC1 ({o.sula_pca}) of the union of all conditions' layer-{L1} values, oriented so "
+                                 "that Spearman(k, PC1) >= 0 on the main prompts")
+        res["shared_per_prompt"] = shared
     return res
 
 

@@ -9,6 +9,10 @@ from windtunnel.llm.session import Session, min_mean_max
 from windtunnel.llm.stats import pca_report, variance_concentration
 from windtunnel.stats import pca_components
 
+#: added to ``bootstrap_seed`` per prompt set, so that the mixed and the math sets are resampled
+#: independently (the domain-restriction gain and every difference against a control pair them)
+SET_SEED_OFFSET = {"mixed": 0, "math": 1}
+
 
 def selection_record(pool: dict, cap: PromptCapture, sel: dict) -> dict:
     idx = sel["indices"]
@@ -32,18 +36,21 @@ def manifold(sess: Session, which: str) -> dict:
     sel = sess.selection(which)
     idx = sel["indices"]
     h = cap.next_entropy[idx]
+    seed = o.bootstrap_seed + SET_SEED_OFFSET[which]  # each set resampled independently of the other
     layers = {}
     for i in sess.manifold_layers():
         x = cap.values[i][idx]
         layers[str(i)] = {
-            "standardized": pca_report(x, h, True, o.n_bootstrap, o.bootstrap_seed, o.n_null, keep_boot=True),
-            "raw": pca_report(x, h, False, o.n_bootstrap, o.bootstrap_seed, o.n_null, keep_boot=True),
+            "standardized": pca_report(x, h, True, o.n_bootstrap, seed, o.n_null, keep_boot=True),
+            "raw": pca_report(x, h, False, o.n_bootstrap, seed, o.n_null, keep_boot=True),
             "variance_concentration": variance_concentration(x),
         }
     last = cap.values[sess.L - 1][idx]
     _, sc, _ = pca_components(last, standardize=(o.primary_pca == "standardized"), n=2)
+    boot = layers[str(sess.L - 1)][o.primary_pca]["_boot"]
     return {"prompt_set": which, "selection": selection_record(pool, cap, sel), "layers": layers,
-            "final_layer": sess.L - 1, "primary_pca": o.primary_pca,
+            "final_layer": sess.L - 1, "primary_pca": o.primary_pca, "bootstrap_seed": seed,
+            "final_bootstrap": {k: [round(float(v), 6) for v in boot[k]] for k in ("pc1", "pc1_pc2")},
             "value": "final-token value projections concatenated over key/value heads",
             "scatter": {"pc1": sc[:, 0].tolist(), "pc2": sc[:, 1].tolist() if sc.shape[1] > 1 else [],
                         "entropy_bits": h.tolist(), "domain": [pool["prompts"][i]["domain"] for i in idx]}}
