@@ -26,7 +26,7 @@ def render() -> str:
         out = Path(tmp) / "cli.md"
         subprocess.run([str(typer), "windtunnel.cli", "utils", "docs", "--name", "windtunnel", "--title",
                         "CLI reference", "--output", str(out)], check=True, capture_output=True, text=True,
-                       env={"COLUMNS": "100", "TERM": "dumb", "PATH": str(typer.parent)})
+                       env={"COLUMNS": "100", "TERM": "dumb", "PATH": str(typer.parent), "PYTHONPATH": str(ROOT / "src")})
         text = out.read_text()
     return HEADER + text.rstrip() + "\n"
 

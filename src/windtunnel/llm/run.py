@@ -20,6 +20,7 @@ from pathlib import Path
 from windtunnel import __version__
 from windtunnel.files import jsonable
 from windtunnel.llm.config import LLMOptions, build_options
+from windtunnel.progress import progress_bar
 
 __all__ = ["run_llm", "LLM_ANALYSES", "LLMOptions", "resolve_analyses"]  # noqa: F822 (LLM_ANALYSES: lazy, module __getattr__)
 
@@ -44,10 +45,10 @@ def resolve_analyses(analyses: list[str] | str | None) -> list[str]:
     return [a for a in REGISTRY.names() if a in wanted]
 
 
-def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dict:
+def run_llm(model: str, analyses: list[str] | None, out: Path, *, progress: bool = False, **options) -> dict:
     """Run ``analyses`` (default: all of :data:`LLM_ANALYSES`, in their canonical order) on ``model``
     (hub id, local folder or .gguf file) and write llm.json, llm.md and plots into ``out``. Options:
-    :class:`LLMOptions`."""
+    :class:`LLMOptions`. ``progress``: a bar on stderr over loading the model and each analysis."""
     from windtunnel.llm.loading import require
 
     require("transformers")  # fail fast, before any heavy import, when the llm extra is missing
@@ -64,16 +65,22 @@ def run_llm(model: str, analyses: list[str] | None, out: Path, **options) -> dic
     names = resolve_analyses(analyses)
     out = Path(out)
     t0 = time.perf_counter()
+    bar = progress_bar(len(names) + 1, desc=Path(model).name, enabled=progress, unit="analysis")
     with PeakMemory() as peak:
+        bar.set_postfix(now="load")
         lm = load_model(model, opts)  # estimates the memory first and refuses a model that would not fit
         load_s = time.perf_counter() - t0
+        bar.update()
         out.mkdir(parents=True, exist_ok=True)  # once the model loads: a bad one writes nothing
         sess = Session(lm=lm, opts=opts, analyses=names, name=model)
         timing: dict[str, float] = {"load_s": load_s}
         for name in names:
+            bar.set_postfix(now=name)
             t = time.perf_counter()
             sess.results[name] = REGISTRY.get(name).run(sess)
             timing[f"{name}_s"] = time.perf_counter() - t
+            bar.update()
+    bar.close()
     timing.update(sess.timing)
     timing.update(peak.result())
     timing["total_s"] = time.perf_counter() - t0
