@@ -154,7 +154,7 @@ def type_name(t: Any) -> str:
 
 
 def default_text(value: Any) -> str:
-    if isinstance(value, type):
+    if isinstance(value, type) or inspect.isroutine(value):  # a class or a function: its name, not its repr
         return value.__name__
     if isinstance(value, enum.Enum):
         return repr(value.value)
