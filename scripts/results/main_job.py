@@ -52,7 +52,8 @@ def blocks(ctx: Context) -> dict[str, str]:
          "the table of the four architectures below, and the folder with `summary.md`, `table.csv`, `calibration.png`",
          "main-job.md"),
         ("train one model", f"{transformer['train_s']} s of training (the main job's transformer)",
-         "the run folder, a progress line, then the evaluation: entropy error with its 95% interval, KL and "
+         "the run folder, a progress bar for the training and one for the evaluation, then the evaluation: entropy "
+         "error with its 95% interval, KL and "
          "accuracy, beside the baselines' entropy error",
          "main-job.md"),
         ("score your own architecture",
