@@ -1,7 +1,8 @@
 # The two commands of the README's quick start: `make run` and `make test`.
-# Each sets up .venv first (idempotent, seconds when already done).
-# Optional extras: `make setup EXTRAS=llm` (transformers, accelerate, gguf), EXTRAS=ray, or
-# EXTRAS=llm,ray; extras installed once stay installed (see scripts/setup.sh).
+# Each sets up .venv first (idempotent, seconds when already done): `make setup` and `make run`
+# install the core alone (what the main job needs); `make test`, `test-slow` and `bench` add the
+# test extra. Optional extras: `make setup EXTRAS=llm` (transformers, accelerate, gguf), EXTRAS=ray,
+# or EXTRAS=llm,ray; extras installed once stay installed (see scripts/setup.sh).
 # Which torch build: TORCH_INDEX=auto (default: PyTorch's CPU index on Linux x86-64 unless pip is
 # configured with local wheels), TORCH_INDEX=URL (an index of your choice, e.g. a CUDA one:
 # https://download.pytorch.org/whl/cu126) or TORCH_INDEX=none (pip's own configuration).
@@ -11,9 +12,13 @@
 
 EXTRAS ?=
 TORCH_INDEX ?= auto
+comma := ,
+# the extras `make setup` installs: EXTRAS, and the test extra for the targets that run tests
+SETUP_EXTRAS = $(EXTRAS)
+test test-slow bench: SETUP_EXTRAS = test$(if $(EXTRAS),$(comma)$(EXTRAS))
 
 setup:
-	@WINDTUNNEL_EXTRAS=$(EXTRAS) WINDTUNNEL_TORCH_INDEX=$(TORCH_INDEX) ./scripts/setup.sh
+	@WINDTUNNEL_EXTRAS=$(SETUP_EXTRAS) WINDTUNNEL_TORCH_INDEX=$(TORCH_INDEX) ./scripts/setup.sh
 
 run: setup
 	.venv/bin/windtunnel run $(ARGS)
@@ -34,6 +39,7 @@ bench: setup
 docs:
 	@WINDTUNNEL_EXTRAS=docs WINDTUNNEL_TORCH_INDEX=$(TORCH_INDEX) ./scripts/setup.sh
 	.venv/bin/python scripts/render_cli.py
+	.venv/bin/python scripts/render_api.py
 	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict $(ARGS)
 
 results: setup

@@ -45,10 +45,21 @@ def _source(ctx: Context, rec: dict) -> str:
     return provenance_line(rec["provenance"], "main-job/calibration.json")
 
 
+def minutes(wall: str) -> str:
+    """A record's wall time as the README writes it: ``498 s`` -> ``8 min 18 s`` (one given in
+    minutes already stays)."""
+    if not wall.endswith(" s") or " min " in wall:
+        return wall
+    m, s = divmod(round(float(wall[:-2])), 60)
+    return f"{m} min {s} s" if m else f"{s} s"
+
+
 def blocks(ctx: Context) -> dict[str, str]:
-    """The README's table of the four commands: the time each took on 2 CPU cores, from the
-    records of the main job, paper1-quick and the timed scorecard."""
+    """The README's table of its five commands: the time each took on 2 CPU cores, from the
+    records of the main job, paper1-quick, the timed scorecard and the offline LLM comparison."""
     main, p1 = ctx.data("recorded"), ctx.data("timing", "paper1-quick")
+    llm = ctx.data("paper3-offline", "llm")
+    ctx.used.add("llm/paper3-offline")
     scorecard = ctx.data("measured", "scorecard-cost")
     unsettled = sum(1 for r in scorecard["rows"] if "?" in r["model"])
     transformer = next(r for r in main["rows"] if r["model"] == "transformer")
@@ -57,7 +68,8 @@ def blocks(ctx: Context) -> dict[str, str]:
          "the table of the four architectures below, and the folder with `summary.md`, `table.csv`, `calibration.png`",
          "main-job.md"),
         ("train one model", f"{transformer['train_s']} s of training (the main job's transformer)",
-         "the run folder, a progress line, then the evaluation: entropy error with its 95% interval, KL and "
+         "the run folder, a progress bar for the training and one for the evaluation, then the evaluation: entropy "
+         "error with its 95% interval, KL and "
          "accuracy, beside the baselines' entropy error",
          "main-job.md"),
         ("score your own architecture",
@@ -68,6 +80,12 @@ def blocks(ctx: Context) -> dict[str, str]:
         ("Paper I's comparison", p1["provenance"]["wall_time"],
          "the comparison table with the paper's numbers beside ours, and the primitives table",
          "paper1-quick.md"),
+        ("Paper III on language models",
+         f"{minutes(llm['provenance']['wall_time'])} ({llm['summary']['n_models']} models: SmolLM2-135M and "
+         f"{llm['summary']['n_models'] - 1} tiny random-weight ones)",
+         "each model's progress, then the comparison: a verdict per Paper III criterion for every model, and the "
+         "folder with `summary.md`, `table.csv` and the figures side by side",
+         "llm.md#across-families-the-offline-comparison"),
     ]
     lines = ["| command | time on 2 CPU cores | what it prints |", "|---|---|---|"]
     lines += [f"| {what} | [{time}](docs/results/{page}) | {prints} |" for what, time, prints, page in rows]

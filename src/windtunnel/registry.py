@@ -76,6 +76,7 @@ class Registry(Generic[T]):
         del self._items[name]
 
     def names(self) -> list[str]:
+        """The registered names: in registration order for an ordered registry, else sorted."""
         return list(self._items) if self.ordered else sorted(self._items)
 
     def get(self, name: str) -> T:

@@ -35,7 +35,7 @@ def test_eval_errors(tmp_path):
     assert res.exit_code == 2 and "unknown model 'nope'" in res.output
 
 
-def test_run_compares_capacity_matched_models(tmp_path):
+def test_run_compares_capacity_matched_models(tmp_path, assert_printed_as_in):
     res = runner.invoke(app, ["run", "--models", "transformer,lstm,mlp", *TINY,
                               "--set", 'model_params={"n_layers": 1}', "--out", str(tmp_path / "cmp")])
     assert res.exit_code == 0, res.output
@@ -46,5 +46,7 @@ def test_run_compares_capacity_matched_models(tmp_path):
     assert all(abs(c - ref) / ref <= 0.02 for c in counts.values()), counts
     for name in ("summary.md", "calibration.png", "table.csv", "results.csv", "sweep.json"):
         assert (tmp_path / "cmp" / name).exists()
-    assert "| transformer |" in res.output and "(uniform)" in res.output
+    assert "(uniform)" in res.output
+    assert_printed_as_in(res.output, (tmp_path / "cmp" / "summary.md").read_text(), "transformer")
     assert "v3 table" not in res.output  # V = 6 is not the paper's setting: no paper number beside it
+

@@ -236,7 +236,7 @@ def test_ray_backend_matches_the_local_backend(tmp_path, finished):
         assert r["kl_bayes_model"] == pytest.approx(ref["kl_bayes_model"], abs=1e-6)
 
 
-def test_sweep_command(tmp_path, tiny_sweep_file):
+def test_sweep_command(tmp_path, tiny_sweep_file, assert_printed_as_in):
     res = runner.invoke(app, ["sweep"])
     assert res.exit_code == 0 and "paper1-quick" in res.output
     path = tiny_sweep_file()
@@ -254,7 +254,8 @@ def test_sweep_command(tmp_path, tiny_sweep_file):
     assert res.exit_code == 2 and "unknown sweep 'nope'" in res.output
     res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "o"), "--quiet", "--grid", "train.seed=0"])
     assert res.exit_code == 0, res.output
-    assert "trained 4, skipped 0" in res.output and "| transformer |" in res.output
+    assert "trained 4, skipped 0" in res.output
+    assert_printed_as_in(res.output, (tmp_path / "o" / "summary.md").read_text(), "transformer")
     res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "p"), "--quiet", "--grid", "train.seed=0",
                               "--reuse", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output

@@ -114,7 +114,3 @@ def _run_errors(fn):
         typer.echo(f"{exc}\nto resume, run the same command again: {command_line()}", err=True)
         raise typer.Exit(exc.exit_code) from None
 
-
-def echo_lines(lines: list[str]) -> None:
-    for line in lines:
-        typer.echo(line)

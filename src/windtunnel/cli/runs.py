@@ -20,9 +20,9 @@ from windtunnel.cli.common import (
     Sets,
     _run_errors,
     app,
-    echo_lines,
     execution,
 )
+from windtunnel.cli.terminal import echo_lines, echo_markdown
 from windtunnel.config import ConfigError, parse_overrides
 
 
@@ -61,13 +61,14 @@ def train(
 def eval_cmd(
     run_dir: Path = typer.Argument(..., help="a run directory made by `windtunnel train`"),
     json_out: bool = typer.Option(False, "--json", help="print the evaluation as JSON"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
 ) -> None:
     """Re-evaluate a run's final weights on the held-out stream (writes eval.json and plots)."""
     from windtunnel.evaluate.record import evaluation_lines
     from windtunnel.train.trainer import reevaluate
 
     def go():
-        result, stopped_early = reevaluate(run_dir)
+        result, stopped_early = reevaluate(run_dir, progress=not (quiet or json_out))
         if json_out:
             typer.echo(json.dumps(result, indent=1))
             return
@@ -99,7 +100,7 @@ def run(
         names = tuple(m.strip() for m in models.split(",") if m.strip())
         folder, summary = compare(task, names, profile, parse_overrides(overrides), out, how)
         typer.echo("")
-        typer.echo(comparison_table(summary["table"], task))
+        echo_markdown(comparison_table(summary["table"], task))
         typer.echo(f"\nwritten: {folder}/summary.md, {folder}/table.csv, {folder}/calibration.png; "
                    f"page: windtunnel report {folder}")
         typer.echo(str(folder))
@@ -154,7 +155,7 @@ def sweep(
             return
         outcome = run_sweep(cfg, folder, how, overrides=pairs, grid=axes)
         typer.echo("")
-        typer.echo((outcome.out / "summary.md").read_text())
+        echo_markdown((outcome.out / "summary.md").read_text())
         typer.echo(f"trained {len(outcome.trained)}, skipped {len(outcome.skipped)} finished, in {outcome.seconds:.0f} s")
         typer.echo(f"written: {outcome.out}/table.csv, results.csv, summary.md; page: windtunnel report {outcome.out}")
 
@@ -294,7 +295,7 @@ def tune_cmd(
         results = run_tune(request, out, execution(jobs=jobs, reuse=reuse))
         for result in results:
             typer.echo("")
-            typer.echo(result.files["markdown"].read_text())
+            echo_markdown(result.files["markdown"].read_text())
         paths = write_report(out or request.default_out())
         typer.echo("written: " + ", ".join(f"{r.files['json']}, {r.files['csv']}" for r in results) + f", {paths['html']}")
 

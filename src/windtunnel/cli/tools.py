@@ -18,12 +18,12 @@ from windtunnel.cli.common import (
     Quiet,
     _run_errors,
     app,
-    echo_lines,
     execution,
     fail,
     parse_params,
     task_params,
 )
+from windtunnel.cli.terminal import echo_lines, echo_markdown
 from windtunnel.config import ConfigError
 
 
@@ -116,7 +116,7 @@ def diagnose(
         if json_out:
             typer.echo(json.dumps(result, indent=1))
         else:
-            typer.echo((run_dir / "diagnostics.md").read_text())
+            echo_markdown((run_dir / "diagnostics.md").read_text())
             typer.echo(f"written: {run_dir}/diagnostics.json, {run_dir}/diagnostics.md, plots in {run_dir}/plots/geometry")
 
     _run_errors(go)
@@ -170,10 +170,11 @@ def llm(
             from windtunnel.llm.run import run_llm
 
             folder = out or Path("runs") / ("llm-" + Path(names[0]).name.replace("/", "_"))
-            result = run_llm(names[0], [a.strip() for a in analyses.split(",")] if analyses else None, folder, **params)
+            result = run_llm(names[0], [a.strip() for a in analyses.split(",")] if analyses else None, folder,
+                             progress=not quiet, **params)
             summary = folder / "llm.md"
             if summary.exists():
-                typer.echo(summary.read_text())
+                echo_markdown(summary.read_text())
             typer.echo(f"written: {folder}/llm.json")
             return result
         from windtunnel.llm.compare_config import CompareConfig, load_config
@@ -185,7 +186,7 @@ def llm(
             cfg = cfg.replace(analyses=analyses)
         folder = out or Path("runs") / f"llm-{cfg.name}"
         summary = run_comparison(cfg, folder, how, cli_options=params, extra_models=names)
-        typer.echo((folder / "summary.md").read_text())
+        echo_markdown((folder / "summary.md").read_text())
         typer.echo(f"written: {folder}/summary.md, {folder}/table.csv, {folder}/summary.json; page: windtunnel report {folder}")
         if summary["failed"] or summary["missing"]:
             fail(f"{len(summary['failed'])} model(s) failed ({', '.join(summary['failed'])}); the others' results are in "

@@ -6,24 +6,30 @@ bit, below what bf16 logits resolve.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from windtunnel.evaluate.metrics import AUTHORS_KL_EPS, accuracy, entropy_error, model_prediction, per_position, summarize
 from windtunnel.evaluate.record import METRICS
+from windtunnel.progress import progress_bar
 from windtunnel.tasks.base import Batch, Prediction, Task, make_generator
 
 
 @torch.no_grad()
-def predict(model: torch.nn.Module, task: Task, batch: Batch, batch_size: int = 500) -> Prediction:
-    """The model's predictive distribution at the batch's scored positions (float64)."""
+def predict(model: torch.nn.Module, task: Task, batch: Batch, batch_size: int = 500,
+            on_batch: Callable[[], None] | None = None) -> Prediction:
+    """The model's predictive distribution at the batch's scored positions (float64);
+    ``on_batch()`` after each forward pass (a progress bar's update)."""
     model.eval()
     device = next(model.parameters()).device
     outs = []
     for start in range(0, batch.size, batch_size):
         x = batch.inputs[start : start + batch_size].to(device)
         outs.append(model(x, positions=batch.positions.to(device)).float().cpu())
+        if on_batch is not None:
+            on_batch()
     return model_prediction(torch.cat(outs), task.spec.output_kind)
 
 
@@ -72,8 +78,10 @@ def evaluate(
     batch_size: int = 500,
     n_boot: int = 1000,
     lengths: list[int] | None = None,
+    progress: bool = False,
 ) -> dict[str, Any]:
-    """Calibration of ``model`` on ``task`` (and on the task at other ``lengths``).
+    """Calibration of ``model`` on ``task`` (and on the task at other ``lengths``); ``progress``:
+    a bar on stderr over the forward passes and the bootstrap of each length.
 
     Returns ``{"lengths": {L: summary}, "main_length": L0, "baselines": {L: {name: summary}}}``
     where each summary is :func:`windtunnel.evaluate.metrics.summarize`'s dict.
@@ -82,17 +90,21 @@ def evaluate(
     main = getattr(task.config, field) if field else None
     todo = [main] + [L for L in (lengths or []) if L != main]
     out: dict[str, Any] = {"main_length": main, "length_field": field, "lengths": {}, "baselines": {}}
+    passes = -(-n_sequences // batch_size)
+    bar = progress_bar(len(todo) * (passes + 1), desc="evaluate", enabled=progress, unit="batch")
     for L in todo:
         t = task if L == main else task.with_length(L)
         batch = sample_eval(t, n_sequences, seed)
-        pred = predict(model, t, batch, batch_size)
+        pred = predict(model, t, batch, batch_size, on_batch=bar.update)
         key = str(L)
         out["lengths"][key] = summarize(pred, task_bayes(batch), batch.target, n_boot=n_boot, seed=seed)
+        bar.update()  # the bootstrap: as long as the forward passes
         out["lengths"][key]["step"] = batch.step.tolist()
         out["baselines"][key] = {
             name: _headline(summarize(p, task_bayes(batch), batch.target, n_boot=1, seed=seed))
             for name, p in t.baselines(batch).items()
         }
+    bar.close()
     return out
 
 

@@ -14,7 +14,6 @@ directory.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from windtunnel.files import atomic_write_text, jsonable
 from windtunnel.geometry import ablation, attention, dynamics, filter_probe, key_frame, logit_lens, recurrent, value_manifold
 from windtunnel.geometry.context import Context
 from windtunnel.geometry.markdown import render
+from windtunnel.progress import progress_bar
 
 #: every analysis, in the order they run and are written (a new analysis: one module with an
 #: ``ANALYSIS`` record, named here)
@@ -71,32 +71,36 @@ def run_diagnostics(run_dir: Path | str, analyses: list[str] | None = None,
         else:
             skipped[name] = reason
 
-    def say(msg: str) -> None:
-        if progress:
-            print(msg, file=sys.stderr, flush=True)
-
+    # a bar over the capture, each analysis and the plots (the analyses' times are in diagnostics.json)
+    capture = any(REGISTRY.get(name).needs_activations for name in todo)
+    bar = progress_bar(len(todo) + 1 + capture, desc="diagnose", enabled=progress, unit="analysis")
     results, timings = {}, {}
     t_setup = time.perf_counter() - t_start
     # numpy's matrices here are small (d x d); a multithreaded BLAS gains nothing on them and
     # stalls badly (30x measured) when the cores are busy, so it runs single-threaded
     with torch.no_grad(), threadpool_limits(1, user_api="blas"):
-        if any(REGISTRY.get(name).needs_activations for name in todo):  # capture once, timed on its own
+        if capture:  # capture once, timed on its own
+            bar.set_postfix(now="capture")
             t0 = time.perf_counter()
             ctx.acts("final"), ctx.acts("init")
             timings["capture"] = time.perf_counter() - t0
+            bar.update()
         for name in todo:
-            say(f"[diagnose] {name} ...")
+            bar.set_postfix(now=name)
             t0 = time.perf_counter()
             results[name] = REGISTRY.get(name).run(ctx)
             timings[name] = time.perf_counter() - t0
-            say(f"[diagnose] {name}: {timings[name]:.1f} s")
+            bar.update()
     doc: dict[str, Any] = {**ctx.describe(), "analyses_run": todo, "skipped": skipped,
                            "init_weights": ctx.init_source or None, "results": results}
     doc = jsonable(doc)
     out_dir = ctx.run_dir / "plots" / "geometry"
+    bar.set_postfix(now="plots")
     t0 = time.perf_counter()
     paths = REGISTRY.plot_all(doc, out_dir)
     timings["plots"] = time.perf_counter() - t0
+    bar.update()
+    bar.close()
     timings["setup"] = t_setup
     timings["total"] = time.perf_counter() - t_start
     doc["plots"] = [str(p.relative_to(ctx.run_dir)) for p in paths]

@@ -79,6 +79,9 @@ class Resources(StrictConfig):
 
 
 class CompareConfig(StrictConfig):
+    """A comparison of language models (`windtunnel llm --config`): the same analyses, with the
+    same options, run on every model, each in its own resumable folder, then tabled side by side."""
+
     name: str = Field("llm", description="name of the comparison")
     description: str = ""
     analyses: list[str] | str | None = Field(None, description="analyses run on every model (none or all: all)")

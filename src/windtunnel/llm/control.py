@@ -48,7 +48,7 @@ def control_folders(out: Path | str, opts: LLMOptions) -> list[Path]:
     return [Path(out) / CONTROL_DIR / c["label"] for c in control_plan(opts)]
 
 
-def run_controls(model: str, analyses: list[str], out: Path, opts: LLMOptions) -> list[dict]:
+def run_controls(model: str, analyses: list[str], out: Path, opts: LLMOptions, *, progress: bool = False) -> list[dict]:
     """Each control's ``llm.json`` document: read where a finished one of the same settings is in
     its folder, else analysed now."""
     from windtunnel.llm.run import analyse, finished_run
@@ -57,7 +57,8 @@ def run_controls(model: str, analyses: list[str], out: Path, opts: LLMOptions) -
     docs = []
     for c, folder in zip(control_plan(opts), control_folders(out, opts)):
         load = {k: c[k] for k in ("revision", "reinit_seed") if k in c}
-        docs.append(finished_run(folder, analyses, copts) or analyse(model, analyses, folder, copts, **load))
+        docs.append(finished_run(folder, analyses, copts)
+                    or analyse(model, analyses, folder, copts, progress=progress, **load))
     return docs
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from windtunnel import __version__
 from windtunnel.files import jsonable
 from windtunnel.llm.config import LLMOptions, build_options
+from windtunnel.progress import progress_bar
 
 __all__ = ["run_llm", "LLM_ANALYSES", "LLMOptions", "resolve_analyses"]  # noqa: F822 (LLM_ANALYSES: lazy, module __getattr__)
 
@@ -44,14 +45,16 @@ def resolve_analyses(analyses: list[str] | str | None) -> list[str]:
     return [a for a in REGISTRY.names() if a in wanted]
 
 
-def run_llm(model: str, analyses: list[str] | None, out: Path, *, resume: bool = False, **options) -> dict:
+def run_llm(model: str, analyses: list[str] | None, out: Path, *, resume: bool = False, progress: bool = False,
+            **options) -> dict:
     """Run ``analyses`` (default: all of :data:`LLM_ANALYSES`, in their canonical order) on ``model``
     (hub id, local folder or .gguf file) and write llm.json, llm.md and plots into ``out``; then,
     unless ``control`` is off, the same analyses on the model at initialisation into
     ``out/control/<label>/`` (:mod:`windtunnel.llm.control`; a finished control of the same
     settings is read, not run again), and every Paper III claim judged against them into llm.json's
     ``claims``. Options: :class:`LLMOptions`. ``resume``: a finished run of the same settings in
-    ``out`` is read too, not run again."""
+    ``out`` is read too, not run again. ``progress``: a bar on stderr over loading the model and
+    each analysis (and each control's)."""
     from windtunnel.llm.loading import require
 
     require("transformers")  # fail fast, before any heavy import, when the llm extra is missing
@@ -61,8 +64,8 @@ def run_llm(model: str, analyses: list[str] | None, out: Path, *, resume: bool =
     opts = opts or build_options(options)
     names = resolve_analyses(analyses)
     out = Path(out)
-    doc = (finished_run(out, names, opts) if resume else None) or analyse(model, names, out, opts)
-    return judge_into(doc, run_controls(model, names, out, opts), out)
+    doc = (finished_run(out, names, opts) if resume else None) or analyse(model, names, out, opts, progress=progress)
+    return judge_into(doc, run_controls(model, names, out, opts, progress=progress), out)
 
 
 def finished_run(folder: Path, analyses: list[str], opts: LLMOptions) -> dict | None:
@@ -88,9 +91,10 @@ def finished_run(folder: Path, analyses: list[str], opts: LLMOptions) -> dict | 
     return doc
 
 
-def analyse(model: str, names: list[str], out: Path, opts: LLMOptions, **load) -> dict:
+def analyse(model: str, names: list[str], out: Path, opts: LLMOptions, *, progress: bool = False, **load) -> dict:
     """One pass of the analyses ``names`` over ``model`` (``load``: :func:`~windtunnel.llm.loading.load_model`'s
-    ``revision`` or ``reinit_seed``, for a control) into ``out``: llm.json, plots and llm.md."""
+    ``revision`` or ``reinit_seed``, for a control) into ``out``: llm.json, plots and llm.md; ``progress``:
+    a bar over loading and each analysis."""
     from windtunnel.files import atomic_write_text
     from windtunnel.llm.analyses import REGISTRY
     from windtunnel.llm.loading import load_model
@@ -100,16 +104,23 @@ def analyse(model: str, names: list[str], out: Path, opts: LLMOptions, **load) -
     from windtunnel.llm.verdict import criteria
 
     t0 = time.perf_counter()
+    desc = Path(model).name + (" (control)" if load else "")
+    bar = progress_bar(len(names) + 1, desc=desc, enabled=progress, unit="analysis")
     with PeakMemory() as peak:
+        bar.set_postfix(now="load")
         lm = load_model(model, opts, **load)  # estimates the memory first and refuses a model that would not fit
         load_s = time.perf_counter() - t0
+        bar.update()
         out.mkdir(parents=True, exist_ok=True)  # once the model loads: a bad one writes nothing
         sess = Session(lm=lm, opts=opts, analyses=names, name=model)
         timing: dict[str, float] = {"load_s": load_s}
         for name in names:
+            bar.set_postfix(now=name)
             t = time.perf_counter()
             sess.results[name] = REGISTRY.get(name).run(sess)
             timing[f"{name}_s"] = time.perf_counter() - t
+            bar.update()
+    bar.close()
     timing.update(sess.timing)
     timing.update(peak.result())
     timing["total_s"] = time.perf_counter() - t0

@@ -188,6 +188,9 @@ def parse_jobs(value: Any) -> int | Literal["auto"]:
 
 
 class SweepConfig(_WithOverrides):
+    """A sweep: experiments (tasks x architectures) expanded over a grid of config fields into
+    runs, with the settings they share (`windtunnel sweep`, docs/sweeps.md)."""
+
     name: str = Field(min_length=1, description="sweep name")
     description: str = Field("", description="what the sweep reproduces")
     profile: str = Field("quick", description="default config profile of every experiment")
@@ -255,6 +258,7 @@ def _shipped():
 
 
 def sweep_names() -> list[str]:
+    """The names of the shipped sweeps (`windtunnel sweep NAME`)."""
     return json_names(_shipped())
 
 

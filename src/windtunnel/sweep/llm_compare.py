@@ -30,11 +30,12 @@ from windtunnel.sweep.execution import Execution
 from windtunnel.sweep.jobs import Job, Outcome, run_jobs
 
 
-def run_model(source: str, analyses: list[str], folder: str, options: dict[str, Any]) -> dict:
-    """One model's job: ``run_llm`` into ``folder``; returns ``llm.json``'s document."""
+def run_model(source: str, analyses: list[str], folder: str, options: dict[str, Any], progress: bool = False) -> dict:
+    """One model's job: ``run_llm`` into ``folder`` (``progress``: its bar on stderr); returns
+    ``llm.json``'s document."""
     from windtunnel.llm.run import run_llm
 
-    return run_llm(source, analyses, Path(folder), resume=True, **options)
+    return run_llm(source, analyses, Path(folder), resume=True, progress=progress, **options)
 
 
 def _same_model(model: PlannedModel, recorded: str | None) -> bool:
@@ -108,7 +109,8 @@ def run_comparison(config: CompareConfig, out: Path | str, execution: Execution 
             if m.random is not None:
                 build_saved(m.random, m.source)
         res = config.resources.model_dump(exclude_none=True)
-        jobs = [Job(m.folder, run_model, (m.source, analyses, str((out / m.folder).resolve()), m.options.model_dump()),
+        jobs = [Job(m.folder, run_model, (m.source, analyses, str((out / m.folder).resolve()), m.options.model_dump(),
+                                          execution.progress),
                     label=f"{m.name} ({m.kind})", resources=res,
                     after=_keep_here(out / m.folder) if execution.backend == "ray" else None) for m in todo]
         outcomes = run_jobs(jobs, execution, stop) if jobs else {}

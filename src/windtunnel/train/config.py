@@ -98,6 +98,9 @@ class EvalConfig(StrictConfig):
 
 
 class RunConfig(StrictConfig):
+    """One run, fully described: the task and its parameters, the architecture and its, how to
+    train and how to evaluate. Its content hash names the run directory."""
+
     task: str = Field(description="registered task name, or a user's package.module:Class")
     task_params: dict[str, Any] = Field(default_factory=dict)
     model: str = Field(description="registered architecture name, or a user's package.module:Class")

@@ -17,12 +17,12 @@ from windtunnel.config import ConfigError
 from windtunnel.evaluate.evaluator import evaluate, probe_metrics, sample_eval
 from windtunnel.files import append_text, atomic_write_text
 from windtunnel.interrupt import StopFlag
+from windtunnel.progress import progress_bar
 from windtunnel.tasks import Task, make_generator
 from windtunnel.train.build import curriculum
 from windtunnel.train.checkpoint import latest_resumable, load_resume, log_spaced_steps, save_checkpoint
 from windtunnel.train.config import RunConfig, TrainConfig
 from windtunnel.train.decide import Decider, Decision, decided
-from windtunnel.train.progress import progress_bar
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.tracking import Tracking, flatten
 
@@ -132,11 +132,11 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, d
     return loss, gnorm
 
 
-def evaluate_run(model: torch.nn.Module, task: Task, config: RunConfig) -> dict[str, Any]:
+def evaluate_run(model: torch.nn.Module, task: Task, config: RunConfig, progress: bool = False) -> dict[str, Any]:
     ec = config.eval
     return evaluate(
         model, task, n_sequences=ec.n_sequences, seed=config.train.seed, batch_size=ec.batch_size,
-        n_boot=ec.n_boot, lengths=ec.lengths,
+        n_boot=ec.n_boot, lengths=ec.lengths, progress=progress,
     )
 
 
@@ -166,7 +166,7 @@ class Loop:
             step, seconds = self.to(end, decider)
             if step >= end or not decider.due:
                 return step, seconds, {}
-            ev = evaluate_run(self.model, self.task, self.config)
+            ev = evaluate_run(self.model, self.task, self.config, self.progress)
             ev.update(n_params=self.model.n_params(), steps=step, train_seconds=seconds)
             if decider.settle(ev, step):
                 self.run.write_eval(ev)

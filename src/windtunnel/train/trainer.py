@@ -106,7 +106,7 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
                 if existing is not None and existing.get("steps", -1) >= tc.steps:
                     result_eval = existing
                 else:
-                    result_eval = evaluate_run(model, task, config)
+                    result_eval = evaluate_run(model, task, config, progress)
                     result_eval.update(n_params=model.n_params(), steps=step, train_seconds=seconds)
                     if decide is not None:  # under a rule, undecided: realised at the end, or not at all
                         score = decide.eval_score(result_eval)
@@ -149,17 +149,17 @@ def _plots_for_trackers(run_dir: Path, ev: dict[str, Any]) -> list[Path]:
         return []
 
 
-def reevaluate(run_dir: Path | str) -> tuple[dict[str, Any], int | None]:
+def reevaluate(run_dir: Path | str, progress: bool = False) -> tuple[dict[str, Any], int | None]:
     """``windtunnel eval``: evaluate the newest checkpoint of the run in ``run_dir`` on the held-out
     stream, write ``eval.json`` and its plots; returns the evaluation and, when the run stopped
-    before its end, its ``train.steps`` (None otherwise)."""
+    before its end, its ``train.steps`` (None otherwise). ``progress``: a bar on stderr."""
     from windtunnel.train.checkpoint import CheckpointError
 
     run = RunDir.open(run_dir, not_a_run=CheckpointError)
     cfg = run.config
     step, _ = run.checkpoint(purpose="evaluate")
     task, model = run.load_model(step)
-    result = evaluate_run(model, task, cfg)
+    result = evaluate_run(model, task, cfg, progress)
     result.update(n_params=model.n_params(), steps=step, train_seconds=run.state(step).get("train_seconds", 0.0))
     run.write_eval(result)
     write_run_plots(run_dir, result)

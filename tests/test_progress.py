@@ -4,7 +4,7 @@ import io
 
 from tqdm.auto import tqdm
 
-from windtunnel.train.progress import PlainProgress, progress_bar
+from windtunnel.progress import PlainProgress, progress_bar
 
 
 class FakeClock:

@@ -1,4 +1,5 @@
-"""Training progress: tqdm's bar in a terminal, a plain line every few seconds anywhere else.
+"""Progress of a wait (training steps, evaluation batches, analyses): tqdm's bar in a terminal, a
+plain line every few seconds anywhere else.
 
 When stderr is not a terminal (CI, Ray workers, ``nohup``, a redirected log), tqdm's
 carriage-return updates become thousands of log lines; there a line such as
@@ -20,26 +21,28 @@ class PlainProgress:
     """tqdm's ``update`` / ``set_postfix`` / ``close``, written as occasional plain lines."""
 
     def __init__(self, total: int, initial: int = 0, desc: str = "", every_s: float = 5.0,
-                 file: TextIO | None = None, clock: Callable[[], float] = time.monotonic):
-        self.total, self.n, self.desc, self.every_s = total, initial, desc, every_s
+                 file: TextIO | None = None, clock: Callable[[], float] = time.monotonic, unit: str = "step"):
+        self.total, self.n, self.desc, self.every_s, self.unit = total, initial, desc, every_s, unit
         self.file, self.clock = file, clock
         self.postfix: dict[str, Any] = {}
         self.start_n, self.start = initial, clock()
         self.last = self.start
         self.closed = False
+        self.written = -1  # the count of the last line written
 
     def _write(self) -> None:
         elapsed = self.clock() - self.start
         done = self.n - self.start_n
         pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
-        msg = f"{self.desc}: step {self.n}/{self.total}{pct}"
+        msg = f"{self.desc}: {self.unit} {self.n}/{self.total}{pct}"
         if done > 0 and elapsed > 0:
             rate = done / elapsed
-            msg += f", {rate:.3g} steps/s"
+            msg += f", {rate:.3g} {plural(self.unit)}/s"
             if self.n < self.total:
                 msg += f", eta {max(0.0, (self.total - self.n) / rate):.0f}s"
         msg += "".join(f", {k}={v}" for k, v in self.postfix.items())
         print(msg, file=self.file or sys.stderr, flush=True)
+        self.written = self.n
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -54,7 +57,15 @@ class PlainProgress:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._write()
+            if self.written != self.n:  # the last line said it already
+                self._write()
+
+
+def plural(word: str) -> str:
+    """``step`` -> ``steps``, ``batch`` -> ``batches``, ``analysis`` -> ``analyses``."""
+    if word.endswith("is"):
+        return word[:-2] + "es"
+    return word + ("es" if word.endswith(("s", "x", "ch", "sh")) else "s")
 
 
 class _Off:
@@ -64,12 +75,13 @@ class _Off:
 
 
 def progress_bar(total: int, initial: int = 0, desc: str = "", enabled: bool = True, every_s: float = 5.0,
-                 file: TextIO | None = None):
-    """tqdm when ``file`` (default stderr) is a terminal, else :class:`PlainProgress`; nothing when disabled."""
+                 file: TextIO | None = None, unit: str = "step"):
+    """tqdm when ``file`` (default stderr) is a terminal, else :class:`PlainProgress`; nothing when
+    disabled. ``unit`` names what it counts (``step``, ``batch``, ``analysis``)."""
     if not enabled:
         return _Off()
     stream = file or sys.stderr
     isatty = getattr(stream, "isatty", None)
     if isatty is not None and isatty():
-        return tqdm(total=total, initial=initial, desc=desc, dynamic_ncols=True, file=stream)
-    return PlainProgress(total, initial, desc, every_s, file=stream)
+        return tqdm(total=total, initial=initial, desc=desc, dynamic_ncols=True, file=stream, unit=f" {unit}")  # "3.2 step/s"
+    return PlainProgress(total, initial, desc, every_s, file=stream, unit=unit)
