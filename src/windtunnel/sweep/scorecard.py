@@ -34,8 +34,8 @@ from windtunnel.sweep.config import SweepConfig, _WithOverrides
 from windtunnel.sweep.execution import Execution, check_reuse
 from windtunnel.sweep.expand import SweepRun, expand
 from windtunnel.sweep.folders import MANIFEST, default_out, read_manifest
-from windtunnel.sweep.primitives import PRIMITIVES, REFERENCE, budget_execution, tune_configs
 from windtunnel.sweep.preflight import Sizing, preflight, preflight_lines, unmatched
+from windtunnel.sweep.primitives import PRIMITIVES, REFERENCE, budget_execution, tune_configs
 from windtunnel.sweep.reference import check_applies, load_reference
 from windtunnel.sweep.run import SweepError, SweepOutcome, run_sweep, summarise
 from windtunnel.sweep.scorecard_doc import (  # noqa: F401  (the scorecard's parts, read from here by callers)
@@ -222,7 +222,7 @@ def plan_scorecard(request: ScorecardRequest) -> ScorecardPlan:
     left_out = unmatched(sizings)
     kept = [p for p in chosen_primitives(request.profile, request.primitives) if p not in left_out]
     if not kept:
-        raise ConfigError(f"no tunnel of the scorecard can be matched to the transformer's count: "
+        raise ConfigError("no tunnel of the scorecard can be matched to the transformer's count: "
                           + "; ".join(f"{p}: {s.error}" for p, s in left_out.items()))
     return ScorecardPlan(request, request.scoring(kept) if left_out else request, sizings, left_out)
 
