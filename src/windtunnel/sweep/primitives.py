@@ -63,7 +63,8 @@ def tune_configs(task: str, models: list[str], profile: str = "quick", overrides
     budget = budget_overrides(profile)
 
     def ovr(model: str) -> list:
-        return [*budget, *model_pairs(task, model, profile, model_sets), *as_overrides(overrides)]
+        mine = model_pairs(task, model, profile, model_sets) if model != REFERENCE else []  # the scored model's alone
+        return [*budget, *mine, *as_overrides(overrides)]
 
     configs = matched_configs(task, both, profile, ovr, REFERENCE)
     return [c for c in configs if c.model in models]
