@@ -171,3 +171,19 @@ def test_a_failed_search_leaves_its_error_and_the_rest_is_scored(user_models, tm
 def test_a_default_scorecard_settles_and_no_settle_keeps_the_fast_search():
     assert ScorecardRequest.build({"model": "gru"}).search_spec("kl_bayes_model").settle is True
     assert ScorecardRequest.build({"model": "gru", "settle": False}).search_spec("kl_bayes_model").settle is False
+
+
+def test_the_preflights_the_docs_show_are_the_commands_output():
+    """docs/scorecard.md and docs/models.md show the pre-flight as the command prints it
+    (scripts/render_preflight.py writes the blocks)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "render_preflight.py"
+    spec = importlib.util.spec_from_file_location("render_preflight", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for page in script.PAGES:
+        text = page.read_text()
+        assert script.BLOCK.search(text), page
+        assert script.render(text) == text, f"{page}: stale pre-flight; run python scripts/render_preflight.py"
+    sys.modules.pop("rope_mixer", None)
