@@ -168,9 +168,28 @@ def test_a_failed_search_leaves_its_error_and_the_rest_is_scored(user_models, tm
     assert (out / "tune-bijection-flaky_mixer.Flaky.json").is_file()
 
 
-def test_a_default_scorecard_settles_and_no_settle_keeps_the_fast_search():
-    assert ScorecardRequest.build({"model": "gru"}).search_spec("kl_bayes_model").settle is True
-    assert ScorecardRequest.build({"model": "gru", "settle": False}).search_spec("kl_bayes_model").settle is False
+def test_a_default_scorecard_is_decisive_and_no_settle_keeps_the_fast_search(user_models, tmp_path):
+    """Three steps leave every rate on the plateau: the default trains the rates the guard kept to
+    the end (no ?), --no-settle stops them and marks the verdict ?."""
+    cards = {}
+    for extra in ([], ["--no-settle"]):
+        out = tmp_path / ("settled" if not extra else "fast")
+        args = ["scorecard", "my_mixer:EMAMixer", "--primitives", "accumulation", "--no-rungs", "--quiet", "--jobs",
+                "1", "--reference", "none", "--out", str(out), *extra]
+        for o in TINY:
+            args += ["--set", o]
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 0, res.output
+        search = json.loads((out / "tune-bijection-my_mixer.EMAMixer.json").read_text())
+        cards[bool(extra)] = (res.output, search, json.loads((out / "scorecard.json").read_text()))
+    output, search, card = cards[False]
+    assert search["spec"]["settle"] is True and "unsettled" not in search
+    assert not any(c["status"].startswith("stopped") for c in search["candidates"])
+    assert "unsettled" not in card["primitives"]["accumulation"]["model"] and "?" not in output.split("\n\n")[-1]
+    output, search, card = cards[True]
+    assert "settle" not in search["spec"] and search["unsettled"]
+    assert card["primitives"]["accumulation"]["model"]["unsettled"] == search["unsettled"]
+    assert "model: no? " in output and "run again without --no-settle" in output
 
 
 def test_the_preflights_the_docs_show_are_the_commands_output():
@@ -187,3 +206,19 @@ def test_the_preflights_the_docs_show_are_the_commands_output():
         assert script.BLOCK.search(text), page
         assert script.render(text) == text, f"{page}: stale pre-flight; run python scripts/render_preflight.py"
     sys.modules.pop("rope_mixer", None)
+
+
+def test_built_in_mixers_keep_their_runs_and_the_shipped_reference_serves_every_scorecard(user_models):
+    """The scorecard of every built-in mixer trains the runs of mixers-quick (the same content
+    hashes, so the same verdicts), and the transformer's shipped results serve a user's model too."""
+    from windtunnel.sweep.config import load_sweep
+
+    mixers = load_sweep("mixers-quick")
+    shipped = {r.name for r in expand(mixers)}
+    models = {m for e in mixers.experiments for m in e.models} - {"transformer"}
+    assert len(models) >= 8
+    for model in sorted(models):
+        card = ScorecardRequest.build({"model": model})
+        assert card.reference_source == "shipped", model
+        assert {r.name for r in expand(card.sweep())} <= shipped, model
+    assert ScorecardRequest.build({"model": ROPE, "model_sets": ["sula.n_layers=1"]}).reference_source == "shipped"

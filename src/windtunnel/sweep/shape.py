@@ -31,9 +31,10 @@ SOURCES = ("capacity knob", "--set", "--model-set", "transformer", "profile", "m
 ModelSets = dict[str | None, dict[str, Any]]
 
 
-def knob_of(model: str) -> str:
-    """The field capacity matching sizes (the model config's default knob)."""
-    return model_class(model).Config().capacity_knob()
+def knob_of(model: str, params: dict[str, Any] | None = None) -> str:
+    """The field capacity matching sizes: the knob of ``model``'s config with ``params`` (the
+    per-position MLP's is d_ffn, the prefix MLP's width)."""
+    return model_class(model).Config.build(params or {}, where=f"model '{model}'").capacity_knob()
 
 
 def inherits_shape(model: str) -> bool:
@@ -108,7 +109,7 @@ def shape_sources(task: str, model: str, profile: str, params: dict[str, Any], s
     """Where each shape field, each pinned field and the knob of ``model``'s run on ``task`` came
     from (``params``: its sized model_params): field -> {value, from} (one of :data:`SOURCES`)."""
     sets, config = sets or {}, model_class(model).Config
-    knob, pinned = knob_of(model), {**sets.get(None, {}), **sets.get(task, {})}
+    knob, pinned = knob_of(model, params), {**sets.get(None, {}), **sets.get(task, {})}
     set_keys = {k.removeprefix("model_params.") for k, _ in as_overrides(overrides) if k.startswith("model_params.")}
     inherit = inherited(task, model, profile)
     shaped = load_profile(profile, task).get("models", {}).get(model, {})
