@@ -37,6 +37,13 @@ class Flaky(EMAMixer):
             raise RuntimeError("boom in the user's code")
         y = super().mix(x)
         return y * float("nan") if self.training and self.spec.name == "sula" else y
+
+
+class Peeking(EMAMixer):
+    """Not causal: every position sees the last input."""
+
+    def mix(self, x):
+        return super().mix(x + x[:, -1:])
 '''
 
 
@@ -222,3 +229,11 @@ def test_built_in_mixers_keep_their_runs_and_the_shipped_reference_serves_every_
         assert card.reference_source == "shipped", model
         assert {r.name for r in expand(card.sweep())} <= shipped, model
     assert ScorecardRequest.build({"model": ROPE, "model_sets": ["sula.n_layers=1"]}).reference_source == "shipped"
+
+
+def test_a_model_that_breaks_the_contract_stops_the_scorecard_before_anything_is_written(user_models, tmp_path):
+    out = tmp_path / "card"
+    res = CliRunner().invoke(app, ["scorecard", "flaky_mixer:Peeking", "--primitives", "accumulation", "--no-rungs",
+                                   "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "model 'flaky_mixer:Peeking' is not causal" in res.output and not out.exists()

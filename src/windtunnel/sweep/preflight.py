@@ -1,5 +1,6 @@
 """The capacity pre-flight of a scorecard: before anything trains, the scored model is sized on
-every tunnel and rung it would train on (:func:`preflight`). A tunnel where it cannot be matched
+every tunnel and rung it would train on (:func:`preflight`), and a user's model is checked
+against the model contract there (:func:`check_contract`: a broken one stops the scorecard). A tunnel where it cannot be matched
 to the transformer's count (or whose config its shape breaks, or whose model code raises) is
 left out of the scorecard, with the reason and, for a count out of reach, the single shape
 fields that would bring it within the tolerance (:func:`what_fits`)."""
@@ -10,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from windtunnel.config import ConfigError, Overrides, as_overrides
-from windtunnel.models import count_params, model_class
+from windtunnel.models import count_params, make_model, model_class
 from windtunnel.models.capacity import CapacityError
+from windtunnel.registry import is_import_path
 from windtunnel.sweep.config import SweepConfig
 from windtunnel.sweep.expand import grid_points, matched_configs, reference_config, run_overrides
 from windtunnel.sweep.jobs import error_line
@@ -78,8 +80,24 @@ def preflight(sweep: SweepConfig, model: str, overrides: Overrides | None = None
             sizing.error = str(exc)
         except Exception as exc:  # noqa: BLE001  the user's model code: its tunnel is left out, the others go on
             sizing.error = f"the model raised {error_line(exc)}"
+        if sizing.ok and is_import_path(model):
+            check_contract(cfg)
         out.append(sizing)
     return out
+
+
+def check_contract(cfg: RunConfig) -> None:
+    """A user's model, built as ``cfg`` trains it, keeps the model contract on its task's shapes
+    (:func:`~windtunnel.models.contract.check_model`, which the build runs): a :class:`ConfigError`
+    naming what is broken, an exception of its code included, before anything trains."""
+    task = make_task(cfg.task, cfg.task_params)
+    try:
+        make_model(cfg.model, task.spec, sized_model_params(cfg, task))
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001  the user's code, run on the task's shapes
+        raise ConfigError(f"model '{cfg.model}' raised {error_line(exc)} when built and run on task '{cfg.task}' "
+                          "(windtunnel.models.check_model)") from None
 
 
 def _matched(task: str, models: list[str], profile: str, ovr, model: str):
