@@ -139,6 +139,7 @@ def test_a_scorecard_goes_on_without_the_tunnel_it_cannot_match(user_models, tmp
     assert sula["not_scored"] == "capacity" and sula["model"] is None and sula["fits"]
     assert {s["experiment"] for s in card["preflight"]} == {"bijection", "sula"}
     assert next(s for s in card["preflight"] if s["experiment"] == "bijection")["shape"]["n_layers"]["from"] == "--model-set"
+    assert card["ladder"]["accumulation"][0]["shape"]["n_heads"] == {"value": 4, "from": "transformer"}
     assert card["n_runs"] == 1  # the SULA run was never planned
     page = (out / "report.md").read_text()
     assert "| sula | sula (kl bayes model) | not scored: capacity |" in page and "Not scored: the capacity pre-flight" in page

@@ -420,7 +420,8 @@ def _mark_failed(doc: dict[str, Any], runs: list[SweepRun], failed: dict[str, st
 def _add_unscored(doc: dict[str, Any], plan: ScorecardPlan, errors: dict[str, dict[str, str]]) -> None:
     """The primitives the scorecard left out, in their places: the pre-flight's (``not_scored``:
     ``capacity``, with the reason and what would fit) and those whose search failed (the error in
-    the cell); ``preflight`` records every tunnel's sizing."""
+    the cell); ``preflight`` records every tunnel's sizing, and each ladder entry (the model's run
+    there) its ``shape``: field -> value and where it came from."""
     rows = {}
     for prim in chosen_primitives(plan.request.profile, plan.request.primitives):
         task, metric = PRIMITIVES[prim]
@@ -436,6 +437,10 @@ def _add_unscored(doc: dict[str, Any], plan: ScorecardPlan, errors: dict[str, di
                              for who, name in (("model", doc["model"]), (REFERENCE, REFERENCE))}}
     doc["primitives"] = rows
     doc["preflight"] = [s.to_json() for s in plan.sizings]
+    shapes = {s.experiment: s.shape for s in plan.sizings if s.ok}
+    for rungs in doc["ladder"].values():  # each run of the model: its shape, and where each field came from
+        for entry in rungs:
+            entry["shape"] = shapes.get(entry["experiment"], {})
 
 
 def tune_scorecard(request: ScorecardRequest, out: Path, execution: Execution
