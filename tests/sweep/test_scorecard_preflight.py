@@ -25,7 +25,8 @@ ROPE = "rope_mixer:RoPEMixer"
 TINY = ["train.steps=3", "train.batch_size=8", "train.checkpoints=2", "train.threads=1", "eval.n_sequences=32",
         "eval.batch_size=32", "eval.n_boot=10", "train.eval_probe_size=8"]
 FLAKY = '''
-import torch
+import os
+
 from my_mixer import EMAMixer
 
 
@@ -34,6 +35,8 @@ class Flaky(EMAMixer):
 
     def mix(self, x):
         if self.training and self.spec.name == "dirichlet":
+            with open(os.environ["FLAKY_LOG"], "a") as log:  # one line per attempt
+                log.write("raised\\n")
             raise RuntimeError("boom in the user's code")
         y = super().mix(x)
         return y * float("nan") if self.training and self.spec.name == "sula" else y
@@ -145,16 +148,24 @@ def test_a_scorecard_goes_on_without_the_tunnel_it_cannot_match(user_models, tmp
     assert "| sula | sula (kl bayes model) | not scored: capacity |" in page and "Not scored: the capacity pre-flight" in page
 
 
-def test_a_scorecard_completes_around_a_failing_primitive(user_models, tmp_path):
+def test_a_scorecard_completes_around_a_failing_primitive(user_models, tmp_path, monkeypatch):
+    """A NaN run and a run whose code raises leave their errors in their cells; the bijection's
+    ladder is searched on (stage after stage), and the failed runs are not tried again meanwhile."""
+    monkeypatch.setenv("FLAKY_LOG", str(tmp_path / "attempts"))
     out = tmp_path / "card"
-    args = ["scorecard", "flaky_mixer:Flaky", "--primitives", "accumulation,sula,counting", "--no-rungs", "--no-tune",
+    args = ["scorecard", "flaky_mixer:Flaky", "--primitives", "accumulation,sula,counting", "--no-tune",
             "--quiet", "--jobs", "1", "--reference", "none", "--out", str(out)]
     for o in TINY:
         args += ["--set", o]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
-    card = json.loads((out / "scorecard.json").read_text())["primitives"]
+    doc = json.loads((out / "scorecard.json").read_text())
+    card = doc["primitives"]
     assert card["accumulation"]["model"]["verdict"] in ("yes", "partial", "no")
+    assert sum(1 for r in doc["ladder"]["accumulation"] if r.get("needed") is not False) >= 2  # climbed on
+    assert (tmp_path / "attempts").read_text() == "raised\n"  # the Dirichlet run tried once
+    assert sorted(n.partition("-")[0] for n in doc["failed"]) == ["dirichlet", "sula"]
+    assert set(doc["failed"]) <= set(doc["missing"]) and doc["finished"] == doc["n_runs"] - 2
     assert "non-finite loss" in card["sula"]["model"]["error"]
     assert "RuntimeError: boom in the user's code" in card["counting"]["model"]["error"]
     assert "sula          (sula, kl_bayes_model): model: failed: TrainingError: non-finite loss" in res.output

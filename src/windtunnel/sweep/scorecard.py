@@ -267,7 +267,8 @@ def run_scorecard(request: ScorecardRequest, out: Path | str | None = None,
         if tuned is not None:
             sweep = request.sweep(tuned)
             runs = expand(sweep, request.override_pairs)
-        outcome, skipped = _climb(request, sweep, runs, folder, execution, _replaced(folder, runs, tuned or {}))
+        outcome, skipped, failed_runs = _climb(request, sweep, runs, folder, execution,
+                                               _replaced(folder, runs, tuned or {}))
     summary = dict(outcome.summary)
     if reference is not None:
         summary["primitives"] = {**(summary.get("primitives") or {}), REFERENCE: reference}
@@ -276,7 +277,7 @@ def run_scorecard(request: ScorecardRequest, out: Path | str | None = None,
     if request.reference == "auto" and request.model != REFERENCE and request.auto_reason():
         doc["reference_note"] = f"{request.auto_reason()}: the transformer was trained here"
     _mark_unsettled(doc)
-    _mark_failed(doc, runs, outcome.failed)
+    _mark_failed(doc, runs, failed_runs)
     _add_unscored(doc, plan, errors)
     return ScorecardOutcome(outcome, write_scorecard(outcome.out, doc))
 
@@ -330,25 +331,30 @@ def _without(config: RunConfig, point: dict[str, Any]) -> dict[str, Any]:
 
 
 def _climb(request: ScorecardRequest, sweep: SweepConfig, runs: list[SweepRun], folder: Path,
-           execution: Execution, retired: dict[str, str]) -> tuple[SweepOutcome, set[str]]:
+           execution: Execution, retired: dict[str, str]) -> tuple[SweepOutcome, set[str], dict[str, str]]:
     """Run the scorecard's sweep: every rung at once (``full_ladder``), or each primitive's ladder
     searched from the profile's own rung, up while it is realised and down while it is not, a
     stage at a time (each a stage of the whole sweep, so the folder takes the scorecard run again);
-    returns the last stage's outcome and the experiments it did not need."""
+    returns the last stage's outcome, the experiments it did not need, and the runs that failed
+    (name -> error: each ends its primitive's ladder and is not tried again by a later stage)."""
     experiments = {r.experiment for r in runs}
     if request.full_ladder or not request.rungs:
-        return _stage(sweep, folder, execution, request, runs, runs, retired), set()
+        outcome = _stage(sweep, folder, execution, request, runs, runs, retired)
+        return outcome, set(), dict(outcome.failed)
     ladders = {prim: [rule for rule in sweep.primitives.rules if rule.partition("@")[0] == prim]
                for prim in chosen_primitives(request.profile, request.primitives)}
     rules = sweep.primitives.rules
     steps = {prim: _Climb(_rung_order(request.profile, prim, names)) for prim, names in ladders.items()}
     chosen = {rules[c.current].experiment for c in steps.values()}
+    failed: dict[str, str] = {}
     while True:
-        outcome = _stage(sweep, folder, execution, request, [r for r in runs if r.experiment in chosen], runs, retired)
+        stage = [r for r in runs if r.experiment in chosen and r.name not in failed]
+        outcome = _stage(sweep, folder, execution, request, stage, runs, retired)
+        failed.update(outcome.failed)
         cells = (outcome.summary.get("primitives") or {}).get(request.model, {})
         more = {rules[nxt].experiment for c in steps.values() if (nxt := c.next(cells.get(c.current))) is not None}
         if not more - chosen:
-            return outcome, experiments - chosen
+            return outcome, experiments - chosen, failed
         chosen |= more
 
 
@@ -405,7 +411,11 @@ def _mark_unsettled(doc: dict[str, Any]) -> None:
 
 
 def _mark_failed(doc: dict[str, Any], runs: list[SweepRun], failed: dict[str, str]) -> None:
-    """A cell whose run failed holds its error (every ladder entry, and the primitive's own rung)."""
+    """A cell whose run failed holds its error (every ladder entry, and the primitive's own rung);
+    the failed runs are listed (``failed``) and counted among the runs not finished."""
+    doc["failed"] = dict(failed)
+    late = [name for name in failed if name not in doc["missing"]]  # failed at an earlier stage of the climb
+    doc["missing"], doc["n_runs"] = [*doc["missing"], *late], doc["n_runs"] + len(late)
     by_cell = {(r.experiment, "model" if r.config.model == doc["model"] else REFERENCE): failed[r.name]
                for r in runs if r.name in failed}
     for prim, rungs in doc["ladder"].items():
