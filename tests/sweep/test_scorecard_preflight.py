@@ -15,6 +15,7 @@ from windtunnel.models import count_params
 from windtunnel.sweep import expand
 from windtunnel.sweep.primitives import tune_configs
 from windtunnel.sweep.scorecard import ScorecardRequest, plan_scorecard, scorecard_sweep
+from windtunnel.sweep.shape import SOURCES
 from windtunnel.tasks import make_task
 from windtunnel.train.build import sized_model_params
 from windtunnel.train.config import load_profile
@@ -93,8 +94,10 @@ def test_a_user_model_takes_each_tunnels_transformer_shape_and_keeps_what_is_pin
 
 def test_the_preflight_sizes_every_tunnel_and_leaves_out_what_cannot_be_matched(user_models, tmp_path):
     req = ScorecardRequest.build({"model": ROPE, "primitives": ["accumulation", "sula", "counting"], "rungs": False,
-                                  "model_sets": ["n_layers=4", "d_model=128"]})  # its own shape, pinned
+                                  "model_sets": ["n_layers=4", "d_model=128", "sula.n_heads=2"]})  # its own shape
     plan = plan_scorecard(req)
+    assert plan.scored.model_sets == ["n_layers=4", "d_model=128"]  # what applies to the tunnels scored
+    assert all(v["from"] in SOURCES for s in plan.sizings for v in s.shape.values())
     by = {s.primitive: s for s in plan.sizings}
     assert by["accumulation"].ok and abs(by["accumulation"].matched - by["accumulation"].target) <= 0.02 * by[
         "accumulation"].target

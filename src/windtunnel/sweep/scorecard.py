@@ -51,7 +51,7 @@ from windtunnel.sweep.scorecard_doc import (  # noqa: F401  (the scorecard's par
     unscored_text,
     write_scorecard,
 )
-from windtunnel.sweep.shape import ModelSets, parse_model_sets
+from windtunnel.sweep.shape import ModelSets, parse_model_sets, sets_within
 from windtunnel.sweep.tune import SEARCH, TuneError, TuneSpec, tune_in_folder
 from windtunnel.train.config import RunConfig, load_profile
 
@@ -158,7 +158,9 @@ class ScorecardRequest(_WithOverrides):
 
     def scoring(self, primitives: list[str]) -> ScorecardRequest:
         """This scorecard on ``primitives`` alone (the others left out by the pre-flight or a failed search)."""
-        return ScorecardRequest.build({**self.model_dump(), "primitives": primitives}, where="scorecard")
+        sets = sets_within(self.model_sets, [PRIMITIVES[p][0] for p in primitives])
+        return ScorecardRequest.build({**self.model_dump(), "primitives": primitives, "model_sets": sets},
+                                      where="scorecard")
 
     def search_spec(self, metric: str) -> TuneSpec:
         """How each learning rate is searched: every candidate to the end (``full``), or the

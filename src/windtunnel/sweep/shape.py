@@ -81,6 +81,13 @@ def parse_model_sets(items: list[str], model: str, tasks: list[str]) -> ModelSet
     return out
 
 
+def sets_within(items: list[str], tasks: list[str]) -> list[str]:
+    """The ``--model-set`` items that apply to the tunnels ``tasks`` (those for every tunnel, and
+    those naming one of them or its primitive): a scorecard that leaves a tunnel out keeps the rest."""
+    names = {*tasks, *(p for p, (t, _) in PRIMITIVES.items() if t in tasks)}
+    return [i for i in items if "." not in i.partition("=")[0] or i.partition("=")[0].rpartition(".")[0] in names]
+
+
 def inherited(task: str, model: str, profile: str) -> dict[str, Any]:
     """The transformer's values on ``task`` of the shape fields ``model``'s config shares (none for a
     model its profile shapes)."""
