@@ -74,7 +74,8 @@ def blocks(ctx: Context) -> dict[str, str]:
          "main-job.md"),
         ("score your own architecture",
          f"{round(int(scorecard['provenance']['wall_time'].split()[0]) / 60)} min (the example mixer, its eight "
-         f"searches included; {unsettled} of its 8 verdicts left unsettled, `--settle` to decide them)",
+         f"searches included, in its own 2-layer shape, by the search that is now `--no-settle`: {unsettled} of its 8 "
+         "verdicts left unsettled; the decisive default is still to be timed)",
          "a verdict and score per primitive beside the shipped transformer's, and `scorecard.json` with `report.html`",
          "mixers-scorecard.md#what-a-scorecard-costs-and-reuse"),
         ("Paper I's comparison", p1["provenance"]["wall_time"],

@@ -70,6 +70,18 @@ CASES = [
     (["scorecard", "gru", "--set", "task_params.V=6", "--out", "o"], "V = 6"),
     (["scorecard", "gru", "--backend", "slurm", "--out", "o"], "backend = 'slurm'"),
     (["scorecard", "gru", "--log", "nosuch", "--out", "o"], "--log 'nosuch': unknown tracker"),
+    # --model-set: a field of the model, a tunnel of the scorecard, a value its config allows, not the knob
+    (["scorecard", "gru", "--model-set", "nosuch=1", "--out", "o"], "'nosuch' is not a field of model 'gru'"),
+    (["scorecard", "gru", "--model-set", "nosuch=1"], "'nosuch' is not a field of model 'gru'"),
+    (["scorecard", "gru", "--model-set", "mnist.n_layers=1", "--out", "o"], "'mnist' is not a tunnel"),
+    (["scorecard", "gru", "--primitives", "sula", "--model-set", "hmm.n_layers=1", "--out", "o"], "'hmm' is not a tunnel"),
+    (["scorecard", "gru", "--model-set", "n_layers=0", "--out", "o"], "n_layers = 0 is not allowed"),
+    (["scorecard", "gru", "--model-set", "d_model=64", "--out", "o"], "'d_model' is the capacity knob"),
+    (["scorecard", "gru", "--model-set", "n_layers", "--out", "o"], "field=value or TUNNEL.field=value"),
+    (["scorecard", "transformer", "--model-set", "n_layers=1", "--out", "o"], "use --set"),
+    (["scorecard", "gru", "--model-set", "n_layers=1", "--set", "model_params.n_layers=2", "--out", "o"], "choose one"),
+    (["scorecard", "hybrid", "--no-rungs", "--primitives", "sula", "--model-set", "d_model=512", "--out", "o"],
+     "no tunnel of the scorecard can be matched"),
     # tune: the search (rungs, eta, metric, grid), the base config, jobs
     (["tune", "bijection", "gru", "--compare-at", "0.5,0.2", "--out", "o"], "compare_at"),
     (["tune", "bijection", "gru", "--compare-at", "a,b", "--out", "o"], "--compare-at 'a,b'"),

@@ -182,8 +182,9 @@ def scorecard(
     tune: bool = typer.Option(True, "--tune/--no-tune", help="tune the learning rate (windtunnel tune) of every model "
                               "whose profile commits none for a tunnel; --no-tune: the profile's lr"),
     full: bool = typer.Option(False, "--full", help="the learning-rate search trains every candidate to the end"),
-    settle: bool = typer.Option(False, "--settle", help="train to the end the rates the search could not rule out "
-                                "(stopped while every rate was on the plateau)"),
+    settle: bool = typer.Option(True, "--settle/--no-settle", help="train to the end the rates the search could not "
+                                "rule out (stopped while every rate was on the plateau), so that no verdict is left "
+                                "with a ?; --no-settle: the faster search that leaves them marked ?"),
     halving: bool = typer.Option(False, "--halving", help="search by the plain successive halving "
                                  "(no cooldown, no plateau guard, no ties kept)"),
     finalists: float | None = typer.Option(None, "--finalists", help="the search trains to the end every rate within "
@@ -193,6 +194,11 @@ def scorecard(
     reference: str = typer.Option("auto", "--reference", help="the transformer beside the model: auto (shipped where "
                                   "the profile ships it for these runs, else train), shipped (the package's results), "
                                   "train, none, or a folder holding its runs"),
+    model_sets: list[str] = typer.Option([], "--model-set", help="field=value for the scored model's runs alone, "
+                                         "on every tunnel, or TUNNEL.field=value on one (e.g. --model-set n_layers=2 "
+                                         "--model-set sula.n_layers=1); --set sets every run"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the capacity pre-flight and the planned runs; train "
+                                 "and write nothing"),
     quiet: Quiet = False,
     trackers: Log = (),
     reuse: Reuse = (),
@@ -205,10 +211,18 @@ def scorecard(
     each at the rungs of its difficulty ladder, with the budget of paper1-quick; a model whose
     learning rate the profile does not commit is tuned first (the same protocol as every built-in). Writes
     scorecard.json, the sweep tables and report.html. It is a sweep: run it again to continue,
-    `windtunnel report DIR` to redraw the page.
+    `windtunnel report DIR` to redraw the page. First it sizes MODEL on every tunnel (the capacity
+    pre-flight, printed); a tunnel it cannot be matched on is left out ("not scored: capacity").
     """
     from windtunnel.report.page import write_report
-    from windtunnel.sweep.scorecard import SCORECARD_FILE, ScorecardRequest, run_scorecard, scorecard_lines
+    from windtunnel.sweep.preflight import preflight_lines
+    from windtunnel.sweep.scorecard import (
+        SCORECARD_FILE,
+        ScorecardRequest,
+        plan_scorecard,
+        run_scorecard,
+        scorecard_lines,
+    )
 
     def go():
         how = execution(backend, address, jobs, trackers, reuse, quiet)
@@ -216,11 +230,16 @@ def scorecard(
         request = ScorecardRequest.build(dict(model=model, profile=profile, seeds=seeds, primitives=chosen, rungs=rungs,
                                               full_ladder=full_ladder, tune=tune, full=full, settle=settle, halving=halving,
                                               finalists=finalists, early_stop=early_stop, reference=reference,
-                                              overrides=list(overrides)),
+                                              overrides=list(overrides), model_sets=list(model_sets)),
                                          where="scorecard")
         if request.reference == "auto" and request.model != "transformer" and (why := request.auto_reason()):
             typer.echo(f"note: {why}: the transformer is trained beside {model} (as --reference train)")
-        result = run_scorecard(request, out, how)
+        plan = plan_scorecard(request)
+        if dry_run:
+            echo_lines(plan.lines(out))
+            return
+        echo_lines(preflight_lines(plan.sizings))
+        result = run_scorecard(request, out, how, plan)
         paths = write_report(result.out)
         typer.echo("")
         echo_lines(scorecard_lines(result.doc))

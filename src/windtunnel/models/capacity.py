@@ -13,6 +13,15 @@ from windtunnel.models.base import make_model, model_class
 from windtunnel.tasks.base import TaskSpec
 
 
+class CapacityError(ConfigError):
+    """No value of the capacity knob lands within the tolerance: ``closest`` parameters at
+    ``knob`` = ``value`` is the nearest to ``target``."""
+
+    def __init__(self, message: str, *, target: int, closest: int, knob: str, value: int):
+        super().__init__(message)
+        self.target, self.closest, self.knob, self.value = target, closest, knob, value
+
+
 def count_params(name: str, spec: TaskSpec, params: dict[str, Any] | None = None) -> int:
     """Trainable parameter count of a model, built on the meta device (no memory, no init).
 
@@ -34,7 +43,7 @@ def match_capacity(name: str, spec: TaskSpec, target_params: int, params: dict[s
 
     The other fields come from ``params`` (a value of the knob there is replaced). Returns the full
     params and the count reached; raises :class:`ConfigError` when no value of the knob lands within
-    the tolerance."""
+    the tolerance (a :class:`CapacityError`, with the closest count)."""
     params = dict(params or {})
     config = model_class(name).Config.build(params, where=f"model '{name}'")
     knob = knob or config.capacity_knob()
@@ -61,6 +70,7 @@ def match_capacity(name: str, spec: TaskSpec, target_params: int, params: dict[s
     best = min((k for k in (lo, hi) if k >= first), key=lambda k: abs(count(k) - target_params))
     n = count(best)
     if abs(n - target_params) > tol * target_params:
-        raise ConfigError(f"cannot match {target_params:,} parameters within {tol:.1%} by varying '{knob}' "
-                          f"of model '{name}': the closest is {n:,} at {knob}={best * step}")
+        raise CapacityError(f"cannot match {target_params:,} parameters within {tol:.1%} by varying '{knob}' "
+                            f"of model '{name}': the closest is {n:,} at {knob}={best * step}",
+                            target=target_params, closest=n, knob=knob, value=best * step)
     return {**params, knob: best * step}, n

@@ -32,7 +32,7 @@ def _steps(cell: dict[str, Any] | None) -> str:
 def scorecard_section(folder: Path) -> list[str]:
     """The verdict table, the cautions and unsettled verdicts, the learning plots."""
     from windtunnel.sweep.markdown import score_text
-    from windtunnel.sweep.scorecard import scorecard_cautions
+    from windtunnel.sweep.scorecard import scorecard_cautions, unscored_text
 
     doc = load(folder)
     if doc is None:
@@ -40,12 +40,14 @@ def scorecard_section(folder: Path) -> list[str]:
     ref = doc["reference"]
 
     def cell(r: dict[str, Any] | None) -> str:
+        if r and r.get("error"):
+            return html.escape(f"failed: {r['error']}", quote=False)
         if not r or r.get("score") is None:
             return "-"
         return f"{r['verdict']}{'?' if r.get('unsettled') else ''} {score_text(r)}"
 
-    body = [[prim, f"{row['task']} ({row['metric'].replace('_', ' ')})", cell(row["model"]), _steps(row["model"]),
-             cell(row[ref]), _steps(row[ref])] for prim, row in doc["primitives"].items()]
+    body = [[prim, f"{row['task']} ({row['metric'].replace('_', ' ')})", unscored_text(row) or cell(row["model"]),
+             _steps(row["model"]), cell(row[ref]), _steps(row[ref])] for prim, row in doc["primitives"].items()]
     model = html.escape(doc["model"], quote=False)
     source = doc.get("reference_source", "train")
     whence = {"train": "trained here", "shipped": "the results shipped with windtunnel (windtunnel/data/reference)",
@@ -60,11 +62,18 @@ def scorecard_section(folder: Path) -> list[str]:
              *table(["primitive", "task (metric)", model, "steps to realise", ref, "steps to realise "], body), ""]
     notes = [c for row in doc["primitives"].values() for c in scorecard_cautions(row)]
     unsettled = [f"{prim}: the search stopped {row['model']['unsettled']} while every rate was on the plateau "
-                 "(--settle trains them to the end)" for prim, row in doc["primitives"].items()
+                 "(a scorecard without --no-settle trains them to the end)" for prim, row in doc["primitives"].items()
                  if (row["model"] or {}).get("unsettled")]
     if unsettled:
         lines += ["Unsettled verdicts (marked ?): a stopped learning rate could still turn them.", "",
                   *(f"- {html.escape(u, quote=False)}" for u in unsettled), ""]
+    left_out = [f"{prim}: {row['reason']}" + (f"; it would fit with --model-set {' or '.join(row['fits'])}"
+                                               if row.get("fits") else "")
+                for prim, row in doc["primitives"].items() if row.get("not_scored")]
+    if left_out:
+        lines += ["Not scored: the capacity pre-flight could not match the model to the transformer's count on these "
+                  "tunnels, so the scorecard went on without them.", "",
+                  *(f"- {html.escape(u, quote=False)}" for u in left_out), ""]
     if notes:
         lines += ["Cautions of the learning-rate searches behind these verdicts (a verdict from a search on a "
                   "plateau or at its grid's edge is final only after the check named):", "",

@@ -15,7 +15,7 @@ from typing import Any
 
 from windtunnel.config import Overrides, as_overrides
 from windtunnel.models import match_capacity, model_class
-from windtunnel.sweep.config import SweepConfig
+from windtunnel.sweep.config import Experiment, SweepConfig
 from windtunnel.tasks import make_task
 from windtunnel.train.build import build, sized_model_params
 from windtunnel.train.config import RunConfig, resolve_run
@@ -44,6 +44,17 @@ def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
 
 
+def reference_config(task: str, reference: str, profile: str | None,
+                     overrides_for: Callable[[str], Overrides | None]) -> RunConfig:
+    """The reference's run config, trained or not: a reference that is not trained gets the task,
+    train and eval overrides, and only those ``model_params`` overrides its own config has (they
+    address the trained models)."""
+    ref_fields = model_class(reference).Config.model_fields
+    return resolve_run(task, reference, profile, [
+        (k, v) for k, v in as_overrides(overrides_for(reference))
+        if not k.startswith("model_params.") or k.removeprefix("model_params.") in ref_fields])
+
+
 def matched_configs(task: str, models: list[str], profile: str | None,
                     overrides: Overrides | Callable[[str], Overrides] | None,
                     reference: str | None, tol: float = 0.02) -> list[RunConfig]:
@@ -57,13 +68,7 @@ def matched_configs(task: str, models: list[str], profile: str | None,
     configs = [resolve_run(task, name, profile, overrides_for(name)) for name in models]
     if reference is None:
         return configs
-    if reference in models:
-        ref_cfg = configs[models.index(reference)]
-    else:  # sized as its profile gives it: model_params overrides address the trained models
-        ref_fields = model_class(reference).Config.model_fields
-        ref_cfg = resolve_run(task, reference, profile, [
-            (k, v) for k, v in as_overrides(overrides_for(reference))
-            if not k.startswith("model_params.") or k.removeprefix("model_params.") in ref_fields])
+    ref_cfg = reference_config(task, reference, profile, overrides_for)
     _, ref_model = build(ref_cfg)
     target = ref_model.n_params()
     task_obj = make_task(ref_cfg.task, ref_cfg.task_params)
@@ -74,6 +79,15 @@ def matched_configs(task: str, models: list[str], profile: str | None,
             cfg = cfg.replace(model_params=params)
         out.append(cfg)
     return out
+
+
+def run_overrides(sweep: SweepConfig, exp: Experiment, point: dict[str, Any],
+                  overrides: Overrides | None = None) -> Callable[[str], list]:
+    """The overrides of each model's run of ``exp`` at grid ``point``, lowest first (see :func:`expand`)."""
+    def ovr(model: str) -> list:
+        return [*sweep.override_pairs, *exp.override_pairs, *exp.model_override_pairs(model), *point.items(),
+                *as_overrides(overrides)]
+    return ovr
 
 
 def expand(sweep: SweepConfig, overrides: Overrides | None = None,
@@ -95,10 +109,7 @@ def expand(sweep: SweepConfig, overrides: Overrides | None = None,
         axes = {**sweep.grid, **exp.grid, **(grid or {})}
         for task in exp.tasks():
             for point in grid_points(axes):
-                def ovr(model: str, point=point, exp=exp) -> list:
-                    return [*sweep.override_pairs, *exp.override_pairs, *exp.model_override_pairs(model),
-                            *point.items(), *as_overrides(overrides)]
-
+                ovr = run_overrides(sweep, exp, point, overrides)
                 for cfg in matched_configs(task, exp.models, exp.profile or sweep.profile, ovr, exp.match_capacity):
                     run = SweepRun(cfg, exp.label(task), dict(point))
                     if (run.name, run.experiment) not in seen:

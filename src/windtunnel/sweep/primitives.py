@@ -4,11 +4,16 @@ it takes its overrides and workers from), with the run configs a search starts f
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from windtunnel.config import Overrides, as_overrides
 from windtunnel.sweep.config import load_sweep
 from windtunnel.sweep.execution import Execution
 from windtunnel.sweep.expand import matched_configs
 from windtunnel.train.config import RunConfig
+
+if TYPE_CHECKING:
+    from windtunnel.sweep.shape import ModelSets
 
 #: primitive -> (task, metric scored at the training length), in the scorecard's order
 PRIMITIVES: dict[str, tuple[str, str]] = {
@@ -46,9 +51,20 @@ def budget_execution(profile: str, execution: Execution, configs: list[RunConfig
     return execution.resolved(default, [c.train.threads for c in configs])
 
 
-def tune_configs(task: str, models: list[str], profile: str = "quick", overrides: Overrides | None = None) -> list[RunConfig]:
+def tune_configs(task: str, models: list[str], profile: str = "quick", overrides: Overrides | None = None,
+                 model_sets: ModelSets | None = None) -> list[RunConfig]:
     """The run configs a search starts from: each model on ``task`` at the profile's own rung with
-    the scorecard's budget, capacity-matched to the reference (so the winner's run is the scorecard's)."""
+    the scorecard's budget, in the scorecard's shape (:mod:`~windtunnel.sweep.shape`: a user's model
+    takes the transformer's, ``model_sets`` pins fields), capacity-matched to the reference (so the
+    winner's run is the scorecard's)."""
+    from windtunnel.sweep.shape import model_pairs
+
     both = [REFERENCE, *[m for m in models if m != REFERENCE]]
-    configs = matched_configs(task, both, profile, budget_overrides(profile, overrides), REFERENCE)
+    budget = budget_overrides(profile)
+
+    def ovr(model: str) -> list:
+        mine = model_pairs(task, model, profile, model_sets) if model != REFERENCE else []  # the scored model's alone
+        return [*budget, *mine, *as_overrides(overrides)]
+
+    configs = matched_configs(task, both, profile, ovr, REFERENCE)
     return [c for c in configs if c.model in models]

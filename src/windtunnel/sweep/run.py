@@ -41,7 +41,12 @@ LEGACY_KEYWORDS = ("backend", "address", "jobs", "trackers", "reuse", "progress"
 
 
 class SweepError(RuntimeError):
-    """Some runs of a sweep failed; the others finished and their results are written."""
+    """Some runs of a sweep failed; the others finished and their results are written
+    (``outcome``: what the sweep did, its ``failed`` runs with their errors)."""
+
+    def __init__(self, message: str, outcome: SweepOutcome | None = None):
+        super().__init__(message)
+        self.outcome = outcome
 
 
 @dataclass
@@ -211,8 +216,7 @@ def run_sweep(sweep: SweepConfig, out: Path | str | None = None, execution: Exec
     if outcome.failed:
         raise SweepError(
             f"{len(outcome.failed)} of {len(distinct)} runs failed ({', '.join(outcome.failed)}); the others' results "
-            f"are in {out}. Run the sweep again to retry them."
-        )
+            f"are in {out}. Run the sweep again to retry them.", outcome)
     return outcome
 
 

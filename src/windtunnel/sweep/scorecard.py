@@ -27,16 +27,17 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from windtunnel.config import ConfigError
 from windtunnel.sweep.config import SweepConfig, _WithOverrides
 from windtunnel.sweep.execution import Execution, check_reuse
 from windtunnel.sweep.expand import SweepRun, expand
 from windtunnel.sweep.folders import MANIFEST, default_out, read_manifest
+from windtunnel.sweep.preflight import Sizing, preflight, preflight_lines, unmatched
 from windtunnel.sweep.primitives import PRIMITIVES, REFERENCE, budget_execution, tune_configs
 from windtunnel.sweep.reference import check_applies, load_reference
-from windtunnel.sweep.run import SweepOutcome, run_sweep, summarise
+from windtunnel.sweep.run import SweepError, SweepOutcome, run_sweep, summarise
 from windtunnel.sweep.scorecard_doc import (  # noqa: F401  (the scorecard's parts, read from here by callers)
     SCORECARD_FILE,
     chosen_primitives,
@@ -47,9 +48,11 @@ from windtunnel.sweep.scorecard_doc import (  # noqa: F401  (the scorecard's par
     scorecard_models,
     scorecard_sweep,
     tuning_of,
+    unscored_text,
     write_scorecard,
 )
-from windtunnel.sweep.tune import SEARCH, TuneSpec, tune_in_folder
+from windtunnel.sweep.shape import ModelSets, parse_model_sets, sets_within
+from windtunnel.sweep.tune import SEARCH, TuneError, TuneSpec, tune_in_folder
 from windtunnel.train.config import RunConfig, load_profile
 
 
@@ -70,7 +73,8 @@ class ScorecardRequest(_WithOverrides):
     full: bool = Field(False, description="the search trains every candidate to the end (else: annealed comparisons "
                        "with the plateau guard)")
     halving: bool = Field(False, description="the plain successive halving of earlier versions (no cooldown, guard or ties)")
-    settle: bool = Field(False, description="where the plateau guard could not rule out a stopped rate, train it to the end")
+    settle: bool = Field(True, description="where the plateau guard could not rule out a stopped rate, train it to the "
+                         "end, so that no verdict is left undecided (False: the faster search that marks such a verdict ?)")
     finalists: float | None = Field(None, ge=0, lt=1, description="the annealed search's spread at its last comparison: "
                                     "every rate within it of the leader trains to the end (None: the default, 0.15)")
     early_stop: bool = Field(True, description="a run stops once its probe and evaluation agree the primitive is realised")
@@ -78,10 +82,20 @@ class ScorecardRequest(_WithOverrides):
                            "them for these runs, else train), shipped (the package's data), train, none, or a "
                            "folder holding its runs")
     overrides: list[str] = Field(default_factory=list, description="section.field=value for every run")
+    model_sets: list[str] = Field(default_factory=list, description="field=value (every tunnel) or TUNNEL.field=value "
+                                  "(one tunnel): a field of the scored model's config, for its runs alone")
+
+    _sets: ModelSets = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _check(self):
-        chosen_primitives(self.profile, self.primitives)
+        chosen = chosen_primitives(self.profile, self.primitives)
+        self._sets = parse_model_sets(self.model_sets, self.model, [PRIMITIVES[p][0] for p in chosen])
+        both = {k.removeprefix("model_params.") for k, _ in self.override_pairs} & {
+            name for fields in self._sets.values() for name in fields}
+        if both:
+            raise ValueError(f"{', '.join(sorted(both))}: set by --set model_params (every run) and by --model-set "
+                             "(the model alone); choose one")
         if self.tune and any(k == "train.lr" for k, _ in self.override_pairs):
             raise ValueError("--set train.lr=... fixes the learning rate that the scorecard would tune; add --no-tune")
         if self.finalists is not None and (self.full or self.halving or not self.tune):
@@ -135,7 +149,18 @@ class ScorecardRequest(_WithOverrides):
         it is trained (``reference`` overrides: the reference's runs alone are read from data)."""
         with_ref = self.trains_reference if reference is None else reference
         return scorecard_sweep(self.model, self.profile, self.seeds, self.primitives, self.rungs, tuned,
-                               train_reference=with_ref, decide_early=self.early_stop)
+                               train_reference=with_ref, decide_early=self.early_stop, model_sets=self._sets)
+
+    @property
+    def sets(self) -> ModelSets:
+        """``model_sets`` parsed: tunnel (None: every one) -> field -> value."""
+        return self._sets
+
+    def scoring(self, primitives: list[str]) -> ScorecardRequest:
+        """This scorecard on ``primitives`` alone (the others left out by the pre-flight or a failed search)."""
+        sets = sets_within(self.model_sets, [PRIMITIVES[p][0] for p in primitives])
+        return ScorecardRequest.build({**self.model_dump(), "primitives": primitives, "model_sets": sets},
+                                      where="scorecard")
 
     def search_spec(self, metric: str) -> TuneSpec:
         """How each learning rate is searched: every candidate to the end (``full``), or the
@@ -157,24 +182,95 @@ class ScorecardOutcome:
         return self.sweep.out
 
 
+@dataclass
+class ScorecardPlan:
+    """What a scorecard will do, known before anything trains: the pre-flight (``sizings``, every
+    tunnel and rung), the primitives it leaves out (``left_out``: primitive -> the rung that cannot
+    be matched) and the request on the others (``scored``)."""
+
+    request: ScorecardRequest
+    scored: ScorecardRequest
+    sizings: list[Sizing]
+    left_out: dict[str, Sizing]
+
+    def lines(self, out: Path | str | None = None) -> list[str]:
+        """The pre-flight and the planned runs, as ``--dry-run`` prints them."""
+        from windtunnel.sweep.folders import is_finished
+
+        req = self.scored
+        sweep = req.sweep()
+        runs = expand(sweep, req.override_pairs)
+        folder = Path(out) if out is not None else default_out(sweep, req.overrides)
+        first = {e for e in {r.experiment for r in runs} if "@" not in e}
+        lines = [*preflight_lines(self.sizings), "Planned runs:"]
+        if req.tune:
+            lines += [f"  search: {name} on {PRIMITIVES[prim][0]} (the learning rate; its winner is the run below)"
+                      for prim in chosen_primitives(req.profile, req.primitives)
+                      for name in _searched(req, PRIMITIVES[prim][0])]
+        for r in runs:
+            when = "first" if r.experiment in first or req.full_ladder or not req.rungs else "if the ladder needs it"
+            state = "finished" if is_finished(folder / r.name, r.config) else when
+            lines.append(f"  {r.name:<44} {r.experiment:<20} {r.config.train.steps} steps  [{state}]")
+        if not req.trains_reference:
+            lines.append(f"  the transformer's results: {req.reference_source} (not trained)")
+        lines.append(f"{len(runs)} runs at most; folder {folder}; nothing trained (--dry-run)")
+        return lines
+
+
+def plan_scorecard(request: ScorecardRequest) -> ScorecardPlan:
+    """The pre-flight of ``request``: its model sized on every tunnel and rung; a primitive with a
+    rung that cannot be matched is left out (a :class:`ConfigError` when none is left)."""
+    sizings = preflight(request.sweep(), request.model, request.override_pairs, request.sets)
+    left_out = unmatched(sizings)
+    kept = [p for p in chosen_primitives(request.profile, request.primitives) if p not in left_out]
+    if not kept:
+        raise ConfigError("no tunnel of the scorecard can be matched to the transformer's count: "
+                          + "; ".join(f"{p}: {s.error}" for p, s in left_out.items()))
+    return ScorecardPlan(request, request.scoring(kept) if left_out else request, sizings, left_out)
+
+
+def _searched(request: ScorecardRequest, task: str) -> list[str]:
+    """The models whose learning rate a scorecard searches on ``task`` (the profile commits none)."""
+    committed = load_profile(request.profile, task).get("tuned", {})
+    return [m for m in scorecard_models(request.model, request.trains_reference) if m not in committed]
+
+
 def run_scorecard(request: ScorecardRequest, out: Path | str | None = None,
-                  execution: Execution | None = None) -> ScorecardOutcome:
+                  execution: Execution | None = None, plan: ScorecardPlan | None = None) -> ScorecardOutcome:
     """``windtunnel scorecard``: check everything (the model, the overrides on every run, the
-    reference, the backend, the reuse folders), tune what the profile commits no rate for, run
-    the sweep in ``out`` (default: :func:`~windtunnel.sweep.folders.default_out` of its config and
-    the overrides as written), rung by rung unless ``full_ladder``, and write ``scorecard.json``."""
+    reference, the backend, the reuse folders), size the model on every tunnel (the pre-flight,
+    :func:`plan_scorecard`; a tunnel it cannot be matched on is left out), tune what the profile
+    commits no rate for, run the sweep in ``out`` (default:
+    :func:`~windtunnel.sweep.folders.default_out` of its config and the overrides as written), rung
+    by rung unless ``full_ladder``, and write ``scorecard.json``. A search or a run that fails
+    leaves its primitive with the error; the others complete."""
     execution = execution or Execution()
+    plan = plan or plan_scorecard(request)
+    request = plan.scored
     sweep = request.sweep()
     runs = expand(sweep, request.override_pairs)  # the model and the overrides, on every run, before anything is written
     reference = _reference_cells(request, sweep)  # checked before anything is written too
     folder = Path(out) if out is not None else default_out(sweep, request.overrides)
     check_reuse(execution.reuse, folder)
+    errors: dict[str, dict[str, str]] = {}  # primitive -> who -> error
     with execution.session():  # a Ray cluster that cannot be started or joined, before the tuning writes
-        tuned = tune_scorecard(request, folder, execution) if request.tune else None
+        tuned = None
+        if request.tune:
+            tuned, failed = tune_scorecard(request, folder, execution)
+            for prim in chosen_primitives(request.profile, request.primitives):
+                for (task, who), error in failed.items():
+                    if task == PRIMITIVES[prim][0]:
+                        errors.setdefault(prim, {})[who] = f"the learning-rate search failed: {error}"
+            if errors:
+                kept = [p for p in chosen_primitives(request.profile, request.primitives) if p not in errors]
+                if not kept:
+                    raise ConfigError("every search of the scorecard failed: " + "; ".join(failed.values()))
+                request = request.scoring(kept)
         if tuned is not None:
             sweep = request.sweep(tuned)
             runs = expand(sweep, request.override_pairs)
-        outcome, skipped = _climb(request, sweep, runs, folder, execution, _replaced(folder, runs, tuned or {}))
+        outcome, skipped, failed_runs = _climb(request, sweep, runs, folder, execution,
+                                               _replaced(folder, runs, tuned or {}))
     summary = dict(outcome.summary)
     if reference is not None:
         summary["primitives"] = {**(summary.get("primitives") or {}), REFERENCE: reference}
@@ -183,6 +279,8 @@ def run_scorecard(request: ScorecardRequest, out: Path | str | None = None,
     if request.reference == "auto" and request.model != REFERENCE and request.auto_reason():
         doc["reference_note"] = f"{request.auto_reason()}: the transformer was trained here"
     _mark_unsettled(doc)
+    _mark_failed(doc, runs, failed_runs)
+    _add_unscored(doc, plan, errors)
     return ScorecardOutcome(outcome, write_scorecard(outcome.out, doc))
 
 
@@ -235,27 +333,44 @@ def _without(config: RunConfig, point: dict[str, Any]) -> dict[str, Any]:
 
 
 def _climb(request: ScorecardRequest, sweep: SweepConfig, runs: list[SweepRun], folder: Path,
-           execution: Execution, retired: dict[str, str]) -> tuple[SweepOutcome, set[str]]:
+           execution: Execution, retired: dict[str, str]) -> tuple[SweepOutcome, set[str], dict[str, str]]:
     """Run the scorecard's sweep: every rung at once (``full_ladder``), or each primitive's ladder
     searched from the profile's own rung, up while it is realised and down while it is not, a
     stage at a time (each a stage of the whole sweep, so the folder takes the scorecard run again);
-    returns the last stage's outcome and the experiments it did not need."""
+    returns the last stage's outcome, the experiments it did not need, and the runs that failed
+    (name -> error: each ends its primitive's ladder and is not tried again by a later stage)."""
     experiments = {r.experiment for r in runs}
     if request.full_ladder or not request.rungs:
-        return run_sweep(sweep, folder, execution, overrides=request.override_pairs, runs=runs, retired=retired), set()
+        outcome = _stage(sweep, folder, execution, request, runs, runs, retired)
+        return outcome, set(), dict(outcome.failed)
     ladders = {prim: [rule for rule in sweep.primitives.rules if rule.partition("@")[0] == prim]
                for prim in chosen_primitives(request.profile, request.primitives)}
     rules = sweep.primitives.rules
     steps = {prim: _Climb(_rung_order(request.profile, prim, names)) for prim, names in ladders.items()}
     chosen = {rules[c.current].experiment for c in steps.values()}
+    failed: dict[str, str] = {}
     while True:
-        outcome = run_sweep(sweep, folder, execution, overrides=request.override_pairs,
-                            runs=[r for r in runs if r.experiment in chosen], plan=runs, retired=retired)
+        stage = [r for r in runs if r.experiment in chosen and r.name not in failed]
+        outcome = _stage(sweep, folder, execution, request, stage, runs, retired)
+        failed.update(outcome.failed)
         cells = (outcome.summary.get("primitives") or {}).get(request.model, {})
         more = {rules[nxt].experiment for c in steps.values() if (nxt := c.next(cells.get(c.current))) is not None}
         if not more - chosen:
-            return outcome, experiments - chosen
+            return outcome, experiments - chosen, failed
         chosen |= more
+
+
+def _stage(sweep: SweepConfig, folder: Path, execution: Execution, request: ScorecardRequest, runs: list[SweepRun],
+           plan: list[SweepRun], retired: dict[str, str]) -> SweepOutcome:
+    """One stage of the scorecard's sweep; a run that fails (its error in ``failed``) ends its
+    primitive's ladder there, and the others go on."""
+    try:
+        return run_sweep(sweep, folder, execution, overrides=request.override_pairs, runs=runs, plan=plan,
+                         retired=retired)
+    except SweepError as exc:
+        if exc.outcome is None:
+            raise
+        return exc.outcome
 
 
 def _rung_order(profile: str, prim: str, names: list[str]) -> list[str]:
@@ -297,27 +412,75 @@ def _mark_unsettled(doc: dict[str, Any]) -> None:
             row["model"]["unsettled"] = mine["unsettled"]
 
 
-def tune_scorecard(request: ScorecardRequest, out: Path, execution: Execution) -> dict[str, dict[str, dict[str, Any]]]:
+def _mark_failed(doc: dict[str, Any], runs: list[SweepRun], failed: dict[str, str]) -> None:
+    """A cell whose run failed holds its error (every ladder entry, and the primitive's own rung);
+    the failed runs are listed (``failed``) and counted among the runs not finished."""
+    doc["failed"] = dict(failed)
+    late = [name for name in failed if name not in doc["missing"]]  # failed at an earlier stage of the climb
+    doc["missing"], doc["n_runs"] = [*doc["missing"], *late], doc["n_runs"] + len(late)
+    by_cell = {(r.experiment, "model" if r.config.model == doc["model"] else REFERENCE): failed[r.name]
+               for r in runs if r.name in failed}
+    for prim, rungs in doc["ladder"].items():
+        for entry in rungs:
+            for who in ("model", REFERENCE):
+                if entry[who] is None and (entry["experiment"], who) in by_cell:
+                    entry[who] = {"error": by_cell[entry["experiment"], who]}
+                    if entry["rung"] == "profile":
+                        doc["primitives"][prim][who] = entry[who]
+
+
+def _add_unscored(doc: dict[str, Any], plan: ScorecardPlan, errors: dict[str, dict[str, str]]) -> None:
+    """The primitives the scorecard left out, in their places: the pre-flight's (``not_scored``:
+    ``capacity``, with the reason and what would fit) and those whose search failed (the error in
+    the cell); ``preflight`` records every tunnel's sizing, and each ladder entry (the model's run
+    there) its ``shape``: field -> value and where it came from."""
+    rows = {}
+    for prim in chosen_primitives(plan.request.profile, plan.request.primitives):
+        task, metric = PRIMITIVES[prim]
+        if prim in doc["primitives"]:
+            rows[prim] = doc["primitives"][prim]
+        elif prim in plan.left_out:
+            s = plan.left_out[prim]
+            rows[prim] = {"task": task, "metric": metric, "experiment": task, "model": None, REFERENCE: None,
+                          "not_scored": "capacity", "reason": f"{s.experiment}: {s.error}", "fits": s.fits}
+        else:
+            rows[prim] = {"task": task, "metric": metric, "experiment": task,
+                          **{who: {"error": errors[prim][name]} if name in errors[prim] else None
+                             for who, name in (("model", doc["model"]), (REFERENCE, REFERENCE))}}
+    doc["primitives"] = rows
+    doc["preflight"] = [s.to_json() for s in plan.sizings]
+    shapes = {s.experiment: s.shape for s in plan.sizings if s.ok}
+    for rungs in doc["ladder"].values():  # each run of the model: its shape, and where each field came from
+        for entry in rungs:
+            entry["shape"] = shapes.get(entry["experiment"], {})
+
+
+def tune_scorecard(request: ScorecardRequest, out: Path, execution: Execution
+                   ) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[tuple[str, str], str]]:
     """Tune, at each tunnel's own rung, every model the scorecard trains whose profile commits no
     setting for it, all searches at once (each stage's candidates share the workers); returns
     ``{task: {model: best grid point}}`` for :func:`scorecard_sweep`. The candidates' runs live in
     ``out`` beside the scorecard's, so the winner's run is the scorecard's run; the candidates of
-    ``execution.reuse`` folders (an earlier scorecard's) are copied in first."""
+    ``execution.reuse`` folders (an earlier scorecard's) are copied in first. Also returns the
+    searches whose every candidate failed, ``{(task, model): error}`` (the others' results stand)."""
     searches = []
     for prim in chosen_primitives(request.profile, request.primitives):
         task, metric = PRIMITIVES[prim]
-        committed = load_profile(request.profile, task).get("tuned", {})
-        todo = [m for m in scorecard_models(request.model, request.trains_reference) if m not in committed]
+        todo = _searched(request, task)
         if todo:
             searches += [(cfg, request.search_spec(metric))
-                         for cfg in tune_configs(task, todo, request.profile, request.override_pairs)]
+                         for cfg in tune_configs(task, todo, request.profile, request.override_pairs, request.sets)]
     tuned: dict[str, dict[str, dict[str, Any]]] = {}
     if not searches:
-        return tuned
+        return tuned, {}
     here = budget_execution(request.profile, execution.local(), [cfg for cfg, _ in searches])
-    for res in tune_in_folder(searches, out, here):
+    try:
+        results, failed = tune_in_folder(searches, out, here), {}
+    except TuneError as exc:
+        results, failed = exc.results, exc.errors
+    for res in results:
         tuned.setdefault(res.task, {})[res.model] = res.best
-    return tuned
+    return tuned, failed
 
 
 def scorecard_lines(doc: dict[str, Any]) -> list[str]:
@@ -325,19 +488,25 @@ def scorecard_lines(doc: dict[str, Any]) -> list[str]:
     steps to realise, the highest rung realised where there is a ladder) and the cautions behind it."""
     model, lines = doc["model"], []
     for prim, row in doc["primitives"].items():
+        if row.get("not_scored"):
+            lines.append(f"{prim:<13} ({row['task']}, {row['metric']}): {unscored_text(row)}: {row['reason']}")
+            lines += [f"  would fit with --model-set {fit}" for fit in row.get("fits", [])]
+            continue
         cells = [f"{who}: {_verdict_text(r)}" for who, r in (("model", row["model"]), ("transformer", row[REFERENCE]))]
         highest = [f"{who}: {doc['highest'][name].get(prim) or 'none'}" for who, name in
-                   (("model", model), ("transformer", REFERENCE)) if len(doc["ladder"][prim]) > 1]
+                   (("model", model), ("transformer", REFERENCE)) if len(doc["ladder"].get(prim, [])) > 1]
         lines.append(f"{prim:<13} ({row['task']}, {row['metric']}): " + "; ".join(cells)
                      + (f"  [highest rung realised: {'; '.join(highest)}]" if highest else ""))
         lines += [f"  caution: {c}" for c in scorecard_cautions(row)]
         if (row["model"] or {}).get("unsettled"):
             lines.append(f"  unsettled: the search stopped {row['model']['unsettled']} while every rate was on the plateau; "
-                         "--settle trains them to the end")
+                         "run again without --no-settle to train them to the end")
     return lines
 
 
 def _verdict_text(cell: dict[str, Any] | None) -> str:
+    if cell and cell.get("error"):
+        return f"failed: {cell['error']}"
     if not cell or cell.get("score") is None:
         return "-"
     text = f"{cell['verdict']}{'?' if cell.get('unsettled') else ''} {cell['score']:.2f}"

@@ -12,6 +12,7 @@ from windtunnel.files import atomic_write_text, jsonable
 from windtunnel.sweep.config import SweepConfig, load_sweep
 from windtunnel.sweep.markdown import highest_realised
 from windtunnel.sweep.primitives import BUDGET, PRIMITIVES, REFERENCE
+from windtunnel.sweep.shape import ModelSets, model_pairs, pair_texts
 from windtunnel.sweep.tune_files import tune_name
 from windtunnel.train.config import load_profile, profile_tasks, tuned_train
 
@@ -57,24 +58,28 @@ def scorecard_models(model: str, train_reference: bool = True) -> list[str]:
 def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
                     primitives: list[str] | None = None, rungs: bool = True,
                     tuned: dict[str, dict[str, dict[str, Any]]] | None = None, *, train_reference: bool = True,
-                    decide_early: bool = False) -> SweepConfig:
+                    decide_early: bool = False, model_sets: ModelSets | None = None) -> SweepConfig:
     """The sweep behind a scorecard: one experiment per primitive's task and rung (``rungs``;
     else the profile's own setting alone), MODEL capacity-matched to the transformer (trained
     beside it with ``train_reference``), ``seeds`` seeds, one primitive rule per rung
     (``transport``, ``transport@S2_O2``, ...), its runs decided early (``decide_early``).
     ``tuned`` gives, per task and model, the settings :mod:`~windtunnel.sweep.tune` found (for
-    every rung of that task)."""
+    every rung of that task). MODEL's own overrides on each tunnel (its ``model_overrides``) are its
+    shape (:func:`~windtunnel.sweep.shape.model_pairs`: a user's model takes the transformer's, and
+    ``model_sets`` pins fields), then its tuned settings."""
     chosen = chosen_primitives(profile, primitives)
     budget = load_sweep(BUDGET[profile]) if profile in BUDGET else None
     experiments, rules = [], {}
     for prim in chosen:
         task, metric = PRIMITIVES[prim]
-        by_model = {m: [f"{k}={json.dumps(v)}" for k, v in point.items()]
-                    for m, point in (tuned or {}).get(task, {}).items()}
+        by_model = {m: pair_texts(list(point.items())) for m, point in (tuned or {}).get(task, {}).items()}
+        shape = pair_texts(model_pairs(task, model, profile, model_sets))
+        if shape:
+            by_model[model] = [*shape, *by_model.get(model, [])]
         for name, params in ladder(profile, task) if rungs else [(task, {})]:
             exp = {"task": task, "models": scorecard_models(model, train_reference), "match_capacity": REFERENCE}
             if name != task:
-                exp.update(name=name, overrides=[f"task_params.{k}={json.dumps(v)}" for k, v in params.items()])
+                exp.update(name=name, overrides=pair_texts([(f"task_params.{k}", v) for k, v in params.items()]))
             if by_model:
                 exp["model_overrides"] = {m: items for m, items in by_model.items() if m in exp["models"]}
             experiments.append(exp)
@@ -161,6 +166,12 @@ def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str, out: 
     if reference != "train":
         doc["reference_source"] = reference
     return doc
+
+
+def unscored_text(row: dict[str, Any]) -> str | None:
+    """Why a primitive of ``scorecard.json`` has no verdict: ``not scored: capacity`` (the pre-flight
+    left its tunnel out), or None (it was scored; a failed run's cell holds its ``error``)."""
+    return f"not scored: {row['not_scored']}" if row.get("not_scored") else None
 
 
 def scorecard_cautions(row: dict[str, Any]) -> list[str]:

@@ -65,6 +65,15 @@ DEFAULT_LRS = [1e-4, 3.16e-4, 1e-3, 3.16e-3, 1e-2]
 SEARCH: dict[str, Any] = {"cooldown": 0.2, "guard": 0.5, "keep_ties": True, "finalists": 0.15}
 
 
+class TuneError(ConfigError):
+    """A search whose every candidate failed: ``errors`` ((task, model) -> why); the searches run
+    beside it finished (``results``, their tables written)."""
+
+    def __init__(self, message: str, results: list[TuneResult], errors: dict[tuple[str, str], str]):
+        super().__init__(message)
+        self.results, self.errors = results, errors
+
+
 class TuneSpec(StrictConfig):
     """What is searched and how candidates are compared."""
 
@@ -465,9 +474,9 @@ def tune_many(searches: list[tuple[RunConfig, Path | str, TuneSpec | None]], exe
         for x in active:
             x.advance(failed)
     results = [x.result(len(state)) for x in state if x.error is None]
-    errors = [x.error for x in state if x.error is not None]
+    errors = {(x.base.task, x.base.model): x.error for x in state if x.error is not None}
     if errors:  # the other searches' tables are written
-        raise ConfigError("; ".join(errors))
+        raise TuneError("; ".join(errors.values()), results, errors)
     return results
 
 
