@@ -45,17 +45,19 @@ def render(ctx: Context) -> str:
 def findings(ctx: Context) -> str:
     """The opening sentences: the trained model's verdict on each of Paper III's claims in the
     offline comparison, against its control, and what the random-weight models got against theirs."""
+    from windtunnel.llm.report import CLAIM_TITLES
+
     summary = json.loads((ctx.data_dir / "paper3-offline.json").read_text())["summary"]
     rows = {r["model"]: r for r in summary["rows"] if r["status"] == "finished"}
     trained = [m for m, r in rows.items() if not r.get("random_weights")]
     parts = []
     for model in trained:
         verdicts = {c["claim"]: c["verdict"] for c in summary["claims"][model]}
-        by = {v: [c.replace("_", " ") for c in summary["claim_order"] if verdicts[c] == v]
+        by = {v: [CLAIM_TITLES[c] for c in summary["claim_order"] if verdicts[c] == v]
               for v in ("holds", "partly", "does not hold", "not testable")}
         parts.append(f"{model}, the trained model of the offline comparison, against its control "
                      f"({rows[model]['control']}): " + "; ".join(f"{v}: {', '.join(cs)}" for v, cs in by.items() if cs))
     random = [m for m in rows if m not in trained]
     held = sum(c["verdict"] in ("holds", "partly") for m in random for c in summary["claims"][m])
     return (". ".join(parts) + f". The {len(random)} random-weight models beside it, each against another random model "
-            f"of its shape, hold or partly hold {held} of their {len(random) * len(summary['claim_order'])} claims")
+            f"of its shape, hold or partly hold {held} of their {len(random) * len(summary['claim_order'])} claims.")
