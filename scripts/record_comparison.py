@@ -11,8 +11,8 @@ provenance, for the results renderer (scripts/results/llm.py) to turn into the d
 from __future__ import annotations
 
 import argparse
-import gzip
 import datetime
+import gzip
 import json
 import re
 from pathlib import Path

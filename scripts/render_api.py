@@ -5,7 +5,7 @@ repository's page as they do on the site.
     python scripts/render_api.py           # write docs/api.md and docs/config.md
     python scripts/render_api.py --check   # exit 1 if either differs from a fresh rendering
 
-`make docs` runs it before building the site; tests/docs/test_reference.py runs the check.
+`make docs` runs it before building the site; tests/docs/test_api_reference.py runs the check.
 Which objects each page shows, in which sections, is the lists below. The script writes only
 between a page's ``<!-- reference:NAME -->`` and ``<!-- /reference -->``; the prose around them
 is the page's own.

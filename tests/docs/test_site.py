@@ -28,7 +28,7 @@ def test_the_site_builds_strict(tmp_path):
     assert res.returncode == 0, f"mkdocs build --strict failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
     site = tmp_path / "site"
     assert (site / "tutorial.html").exists(), "the tutorial notebook is not on the site"
-    api = (site / "api.html").read_text()  # the generated reference, rendered (tests/docs/test_reference.py checks its text)
+    api = (site / "api.html").read_text()  # the generated reference, rendered (tests/docs/test_api_reference.py checks its text)
     for name in ("load_run", "results", "task", "windmodel", "registry", "train", "run_sweep", "tune", "run_scorecard",
                  "run_llm", "llmoptions", "make_model", "count_params", "resolve_run", "parse_overrides", "rundir", "export_run"):
         assert f'id="{name}"' in api, f"the API page has no section '{name}'"

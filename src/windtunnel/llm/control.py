@@ -51,7 +51,7 @@ def control_folders(out: Path | str, opts: LLMOptions) -> list[Path]:
 def run_controls(model: str, analyses: list[str], out: Path, opts: LLMOptions, *, progress: bool = False) -> list[dict]:
     """Each control's ``llm.json`` document: read where a finished one of the same settings is in
     its folder, else analysed now."""
-    from windtunnel.llm.run import analyse, finished_run
+    from windtunnel.llm.analysis_pass import analyse, finished_run
 
     copts = control_options(opts)
     docs = []
@@ -64,7 +64,7 @@ def run_controls(model: str, analyses: list[str], out: Path, opts: LLMOptions, *
 
 def finished_controls(out: Path | str, analyses: list[str], opts: LLMOptions) -> list[dict] | None:
     """Every control of a run read from its folder, or None while one is not finished."""
-    from windtunnel.llm.run import finished_run
+    from windtunnel.llm.analysis_pass import finished_run
 
     docs = [finished_run(folder, analyses, control_options(opts)) for folder in control_folders(out, opts)]
     return None if any(d is None for d in docs) else docs

@@ -53,8 +53,8 @@ def finished(folder: Path, model: PlannedModel, analyses: list[str]) -> bool:
     against its finished controls; a finished run of other settings is an error (nothing is
     overwritten). A run whose controls are not all finished is not: its job reads the run and
     analyses the controls that are missing."""
+    from windtunnel.llm.analysis_pass import finished_run
     from windtunnel.llm.control import finished_controls
-    from windtunnel.llm.run import finished_run
 
     try:
         doc = finished_run(folder, analyses, model.options)

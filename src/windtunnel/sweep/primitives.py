@@ -10,24 +10,12 @@ from windtunnel.config import Overrides, as_overrides
 from windtunnel.sweep.config import load_sweep
 from windtunnel.sweep.execution import Execution
 from windtunnel.sweep.expand import matched_configs
+from windtunnel.sweep.tunnels import PRIMITIVES, REFERENCE
 from windtunnel.train.config import RunConfig
 
 if TYPE_CHECKING:
     from windtunnel.sweep.shape import ModelSets
 
-#: primitive -> (task, metric scored at the training length), in the scorecard's order
-PRIMITIVES: dict[str, tuple[str, str]] = {
-    "accumulation": ("bijection", "kl_bayes_model"),
-    "transport": ("hmm", "kl_bayes_model"),
-    "binding": ("recall", "accuracy"),
-    "continuous": ("regression", "kl_bayes_model"),
-    "sula": ("sula", "kl_bayes_model"),
-    "continuous_transport": ("kalman", "kl_bayes_model"),
-    "counting": ("dirichlet", "kl_bayes_model"),
-    "revision": ("changepoint", "kl_bayes_model"),
-}
-#: every model of a scorecard is matched to this architecture's parameter count
-REFERENCE = "transformer"
 #: the shipped sweep whose budget (its overrides, e.g. one thread per run, and jobs) each profile's scorecard takes
 BUDGET = {"quick": "paper1-quick", "paper": "paper1"}
 

@@ -182,9 +182,9 @@ def run_sweep(sweep: SweepConfig, out: Path | str | None = None, execution: Exec
     process, ``workers`` processes, or Ray), which trackers they log to, which folders' runs are
     reused rather than trained again (:func:`~windtunnel.sweep.folders.reuse_runs`), and where
     progress goes. ``runs`` may be a stage of ``plan``, and ``retired`` names runs a search replaced
-    (:func:`~windtunnel.sweep.folders.write_manifest`). (The keywords ``backend``, ``address``,
-    ``jobs``, ``trackers``, ``reuse``, ``progress`` and ``log`` of earlier versions still work,
-    deprecated: they build the execution.)"""
+    (:func:`~windtunnel.sweep.folders.write_manifest`). (The deprecated keywords ``backend``,
+    ``address``, ``jobs``, ``trackers``, ``reuse``, ``progress`` and ``log`` still work: they build
+    the execution.)"""
     execution = legacy_execution("run_sweep", execution, legacy, LEGACY_KEYWORDS)
     runs = runs if runs is not None else expand(sweep, overrides, grid)
     out = Path(out) if out is not None else default_out(sweep, as_overrides(overrides))

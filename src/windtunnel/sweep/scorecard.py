@@ -72,7 +72,7 @@ class ScorecardRequest(_WithOverrides):
     tune: bool = Field(True, description="search the learning rate of every model the profile commits none for")
     full: bool = Field(False, description="the search trains every candidate to the end (else: annealed comparisons "
                        "with the plateau guard)")
-    halving: bool = Field(False, description="the plain successive halving of earlier versions (no cooldown, guard or ties)")
+    halving: bool = Field(False, description="the plain successive halving (no cooldown, guard or ties)")
     settle: bool = Field(True, description="where the plateau guard could not rule out a stopped rate, train it to the "
                          "end, so that no verdict is left undecided (False: the faster search that marks such a verdict ?)")
     finalists: float | None = Field(None, ge=0, lt=1, description="the annealed search's spread at its last comparison: "

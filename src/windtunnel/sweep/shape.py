@@ -19,7 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from windtunnel.config import ConfigError, Override, as_overrides, parse_override
 from windtunnel.models import model_class, model_names
-from windtunnel.sweep.primitives import PRIMITIVES, REFERENCE
+from windtunnel.sweep.tunnels import PRIMITIVES, REFERENCE
 from windtunnel.train.config import load_profile
 
 #: the transformer's fields a user's model takes on each tunnel where its config has them
