@@ -55,6 +55,14 @@ ANALYSES = ["key_frame", "ablation", "dynamics"]
 VARIANTS = ("tokens_raw", "tokens_centred", "value_tokens_raw", "value_tokens_centred")
 
 
+#: (tag, overrides, what) of the trials on keys drawn with replacement (the ``regime`` factor)
+REGIME_TRIALS = [
+    ("lr1e-3", {"train.lr": 1e-3}, "lr 1e-3"),
+    ("lr3e-4", {"train.lr": 3e-4}, "lr 3e-4 (the authors' production rate)"),
+    ("warmup", {"train.warmup": 600}, "lr 3e-3 after a warm-up of half the 1x budget (600 steps)"),
+]
+
+
 @dataclass(frozen=True)
 class Cell:
     """One row of the study: a model and what differs from its defaults."""
@@ -89,6 +97,11 @@ CELLS = {
                                     "transformer, keys drawn with replacement"),
     "tinygpt-replacement": Cell("tinygpt", {"task_params.with_replacement": True}, "task",
                                 "tinygpt, keys drawn with replacement"),
+    # the authors' production regime (keys with replacement), trained with what the field would
+    # try to leave a plateau: another rate, a long warm-up, a longer budget (issue 57)
+    **{f"{m}-replacement-{tag}": Cell(m, {"task_params.with_replacement": True, **ch}, "regime",
+                                      f"{m}, keys drawn with replacement, {what}")
+       for m in ("transformer", "tinygpt") for tag, ch, what in REGIME_TRIALS},
 }
 
 #: (cell, budget multiple, seed), in the order they run: the decisive comparisons first (the
@@ -106,6 +119,9 @@ PLAN = [
     *[(c, 1, 0) for c in ("tinygpt-tie-answers", "tinygpt-layernorm")],
     *[("tinygpt-init-torch", 1, s) for s in (1, 2)],
     *[(c, 1, s) for s in (1, 2) for c in ("transformer-paired", "tinygpt-paired")],
+    # issue 57: the production regime, small budgets first, then longer
+    *[(f"transformer-replacement-{tag}", 1, 0) for tag, _, _ in REGIME_TRIALS],
+    ("transformer-replacement", 3, 0),
 ]
 
 
