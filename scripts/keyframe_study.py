@@ -51,8 +51,9 @@ LR = 3e-3
 SHAPE = {"n_layers": 3, "n_heads": 4, "d_model": 128}  # the quick profile's transformer
 PROBE = {"n_sequences": 256, "seed": 0}  # the diagnostics' probe batch
 ANALYSES = ["key_frame", "ablation", "dynamics"]
-#: key-frame variants kept: the key tokens' raw and centred keys, and (sep-vocab) the value tokens'
-VARIANTS = ("tokens_raw", "tokens_centred", "value_tokens_raw", "value_tokens_centred")
+#: key-frame variants kept: the key tokens' raw and centred keys, per head and for the whole layer
+#: (every head's keys together: the paper's reading), and (sep-vocab) the value tokens' per head
+VARIANTS = ("tokens_raw", "tokens_centred", "layer_raw", "layer_centred", "value_tokens_raw", "value_tokens_centred")
 
 
 #: (tag, overrides, what) of the trials on keys drawn with replacement (the ``regime`` factor)
@@ -213,31 +214,8 @@ def layer_means(variant: dict) -> dict:
     return {"mean": [x["mean"] for x in layers], "random": [x["random_mean"] for x in layers],
             "init": [x["init_mean"] for x in layers], "per_head_layer0": layers[0]["per_head"],
             "p_below_random_layer0": layers[0]["test_vs_random"]["p"],
-            "p_two_sided_layer0": layers[0]["test_vs_random"]["p_two_sided"]}
-
-
-def whole_layer_keys(run_dir: Path) -> dict:
-    """The measure's other reading: the keys of every head of a layer concatenated (d_model
-    dimensions, as a layer-wide statistic would take them) instead of one head's d_head; trained,
-    step 0 and the Gaussian value of that dimension."""
-    import torch
-
-    from windtunnel import stats
-    from windtunnel.geometry import key_frame
-    from windtunnel.geometry.context import Context
-
-    ctx = Context(run_dir, n_sequences=2, seed=0)
-    tokens, _ = key_frame.hypothesis_tokens(ctx.task)
-
-    def per_layer(model) -> list[float]:
-        with torch.no_grad():
-            vecs = key_frame.frame_vectors(model, tokens, "tokens_raw")  # per layer (H, n, d_head)
-        return [float(stats.mean_offdiag_abs_cosine(v.permute(1, 0, 2).reshape(v.shape[1], -1).numpy())) for v in vecs]
-
-    d = ctx.model.config.d_model
-    return {"mean": per_layer(ctx.model), "init": per_layer(ctx.init_model), "dim": d,
-            "gaussian": stats.gaussian_abs_cosine(d),
-            "gaussian_d_head": stats.gaussian_abs_cosine(d // ctx.model.config.n_heads)}
+            "p_two_sided_layer0": layers[0]["test_vs_random"]["p_two_sided"],
+            **({"random_closed_form": variant["random_closed_form"]} if "random_closed_form" in variant else {})}
 
 
 def resolved_model(cfg: dict) -> dict:
@@ -266,8 +244,7 @@ def summarise(run_dir: Path, diag: dict, **meta) -> dict:
         "steps": cfg["train"]["steps"], "lr": cfg["train"]["lr"], "n_params": ev["n_params"],
         "train_seconds": ev["train_seconds"],
         "entropy_error": main["entropy_error_mean_abs"], "kl_bayes_model": main["kl_bayes_model"],
-        "key_frame": {**{v: layer_means(kf[v]) for v in VARIANTS if v in kf},  # value_: the sep-vocab's value tokens
-                      "whole_layer_raw": whole_layer_keys(run_dir)},
+        "key_frame": {v: layer_means(kf[v]) for v in VARIANTS if v in kf},  # value_: the sep-vocab's value tokens
         "ablation": {"baseline_entropy_error": abl["baseline"]["entropy_error"], "frame_head": abl["frame_head"],
                      "heads": [{k: h[k] for k in ("name", "delta_entropy_error", "delta_lo", "delta_hi", "ratio")}
                                for h in heads],
