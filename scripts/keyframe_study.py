@@ -92,6 +92,12 @@ CELLS = {
                                    "transformer, PyTorch's default initialisation"),
     "tinygpt-init-torch": Cell("tinygpt", {"model_params.init": "torch"}, "init",
                                "tinygpt, PyTorch's default initialisation"),
+    # the embedding's scale alone (issue 57): N(0, 1) token embeddings, W_K, positions and biases
+    # as in the paper (N(0, 0.02), zero); init=torch changes all of them
+    "transformer-init-embed": Cell("transformer", {"model_params.embed_std": 1.0}, "init",
+                                   "transformer, token embeddings N(0, 1), everything else N(0, 0.02)"),
+    "tinygpt-init-embed": Cell("tinygpt", {"model_params.embed_std": 1.0}, "init",
+                               "tinygpt, token embeddings N(0, 1), everything else N(0, 0.02)"),
     # not in the issue's list: keys drawn with replacement (the authors' data code's default), so
     # that a repeated key must be matched to its earlier occurrence and key identity matters
     "transformer-replacement": Cell("transformer", {"task_params.with_replacement": True}, "task",
@@ -123,6 +129,8 @@ PLAN = [
     # issue 57: the production regime, small budgets first, then longer
     *[(f"transformer-replacement-{tag}", 1, 0) for tag, _, _ in REGIME_TRIALS],
     ("transformer-replacement", 3, 0),
+    # issue 57: the embedding's scale alone, both models, three seeds
+    *[(c, 1, s) for s in (0, 1, 2) for c in ("transformer-init-embed", "tinygpt-init-embed")],
 ]
 
 
