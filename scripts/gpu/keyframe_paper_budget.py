@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import keyframe_study as study  # noqa: E402  (the CPU study's extraction and provenance)
-from keyframe_render import frame_verdict  # noqa: E402
+from keyframe_render import frame_verdict, to_second  # noqa: E402
 
 PROFILES = {"paired": "paper", "sepvocab": "repo"}
 PAPER_SHAPE = {"n_layers": 6, "n_heads": 6, "d_model": 192, "d_ffn": 768}
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"centred {kf['layer_centred']['mean'][0]:.3f}; "
                   f"layers {' / '.join(f'{v:.3f}' for v in kf['tokens_raw']['mean'])}; "
                   f"entropy error {doc['entropy_error']['value']:.4f} bits; {frame_verdict(doc).strip('*')} "
-                  f"({doc['ablation']['frame_head']['name']}, {doc['ablation']['frame_head']['ratio_to_second']:.2f}x "
+                  f"({doc['ablation']['frame_head']['name']}, {to_second(doc):.2f}x "
                   f"the runner-up)", flush=True)
 
 
