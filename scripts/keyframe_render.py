@@ -804,7 +804,9 @@ def render(results: Path, page: Path, figures: Path, guide: Path | None = None) 
         "",
         "Reproduce (one torch thread; jobs resume from `runs/keyframe/<job>`):",
         "",
-        "<!-- docs: fast; illustrative \"keyframe_study.py run\" (hours of CPU: 10-75 minutes a job on a shared core) -->",
+        "<!-- docs: fast; illustrative \"keyframe_study.py run\" (hours of CPU: 10-75 minutes a job on a shared core); "
+        "illustrative \"keyframe_random.py\" (half a minute; section 1 shows what it wrote); illustrative "
+        "\"keyframe_authors.py\" (minutes of CPU, and the authors' code beside the repository) -->",
         "```bash",
         "python scripts/keyframe_study.py plan      # the jobs and which are done",
         "python scripts/keyframe_study.py run       # train + diagnose the missing ones -> results/keyframe/<job>.json",
