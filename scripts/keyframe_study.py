@@ -7,6 +7,7 @@ ablations, for our ``transformer`` and the authors' architecture (``tinygpt``).
 
     python scripts/keyframe_study.py plan                # the jobs, and which are done
     python scripts/keyframe_study.py run [--only GLOB]   # train + diagnose what is missing (resumable)
+    python scripts/keyframe_study.py run --only JOB --again  # run a job with results again (new analyses)
     python scripts/keyframe_study.py collect             # rebuild the JSON data from the run folders
     python scripts/keyframe_study.py render              # results/keyframe/*.json -> docs/results/keyframe.md
                                                          # and docs/geometry.md's conclusions
@@ -290,8 +291,9 @@ def cmd_run(args) -> None:
     for cell, budget, seed in selected(args.only):
         name = job_name(cell, budget, seed)
         out = RESULTS / f"{name}.json"
-        if out.is_file():
+        if out.is_file() and not args.again:
             continue
+        previous = json.loads(out.read_text()) if out.is_file() else None
         run_dir = RUNS / name
         cfg = resolve_run("bijection", CELLS[cell].model, "quick", job_overrides(cell, budget, seed))
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -302,8 +304,11 @@ def cmd_run(args) -> None:
             diag = run_diagnostics(run_dir, ANALYSES, progress=False, **PROBE)
         doc = summarise(run_dir, diag, job=name, cell=cell, budget=budget, seed=seed, factor=CELLS[cell].factor,
                         what=CELLS[cell].what)
+        if previous is not None:  # a job run again: the same training, or the record says how it differs
+            doc["rerun_of"] = {"commit": previous["provenance"]["commit"], "started": previous["provenance"]["started"],
+                               "entropy_error": previous["entropy_error"]["value"]}
         doc["provenance"] = {
-            "command": f"python scripts/keyframe_study.py run --only {name}",
+            "command": f"python scripts/keyframe_study.py run --only {name}" + (" --again" if args.again else ""),
             **git_commit(), "started": started, "wall_seconds": round(time.perf_counter() - t0, 1),
             "machine": machine(), "load_while_running": load.summary(),
             "note": "training resumes from its folder: wall_seconds covers this invocation only",
@@ -343,6 +348,10 @@ def main(argv: list[str] | None = None) -> None:
     for step in ("plan", "run", "collect"):
         p = sub.add_parser(step)
         p.add_argument("--only", nargs="*", help="job names or glob patterns (default: the whole plan)")
+        if step == "run":
+            p.add_argument("--again", action="store_true",
+                           help="run the jobs whose results exist again (the analyses added since: e.g. the whole "
+                                "layer's centred keys); the record keeps the earlier run's commit and error")
     sub.add_parser("render")
     args = ap.parse_args(argv)
     {"plan": cmd_plan, "run": cmd_run, "collect": cmd_collect, "render": cmd_render}[args.step](args)
