@@ -129,6 +129,11 @@ def mean(values) -> float:
     return float(np.mean(values))
 
 
+def init_kind(mc: dict) -> str:
+    """The initialisation law, with the token embedding's own scale where ``embed_std`` sets it."""
+    return mc["init"] + (f", embedding N(0, {mc['embed_std']:g})" if mc.get("embed_std") is not None else "")
+
+
 def head_kind(mc: dict) -> str:
     return "untied" if not mc["tie_head"] else f"tied, {mc['tie_scope']}"
 
@@ -149,7 +154,7 @@ def factor_table(groups) -> list[str]:
         d, mc = g[0], g[0]["model_config"]
         per_layer = [ms([x["key_frame"]["tokens_raw"]["mean"][i] for x in g]) for i in range(1, mc["n_layers"])]
         rows.append([f"`{cell}`", d["factor"], d["model"], d["format"], head_kind(mc), mc["norm"],
-                     "yes" if mc["bias"] else "no", mc["init"], f"{d['n_params']:,}", str(len(g)),
+                     "yes" if mc["bias"] else "no", init_kind(mc), f"{d['n_params']:,}", str(len(g)),
                      f"**{ms([raw0(x) for x in g])}**", ms([centred0(x) for x in g]), " / ".join(per_layer),
                      f"{mean([x['key_frame']['tokens_raw']['random'][0] for x in g]):.3f}", values0(g),
                      ms([error(x) for x in g], ".4f")])
@@ -880,8 +885,13 @@ def render(results: Path, page: Path, figures: Path, guide: Path | None = None) 
         "The authors' data code draws the keys with replacement by default (`with_replacement=True`), so a "
         "repeated key has a delta posterior: a lookup. Our bijection tunnel has it as "
         "`task_params.with_replacement` (default false, the main job's), recorded in every run's config; the "
-        "`repo` profile and the GPU script set it. What was tried on the CPU (one torch thread), with the key "
-        "frame and the head ablation at the end of each run:",
+        "`repo` profile and the GPU script set it. Why it starts on a plateau: averaged over the key that comes, "
+        "each value already revealed is the answer with probability 1/V, as each one not yet revealed, so "
+        "elimination alone gains nothing and the first gain needs the whole lookup ([geometry guide]"
+        "(../geometry.md#why-our-layer-0-keys-are-collinear-the-key-frame-study)). What was tried on the CPU (one "
+        "torch thread; rates, a long warm-up, a longer budget), with the key frame and the head ablation at the "
+        "end of each run; a curriculum (`train.curriculum`) is not among them: it grows an integer task "
+        "parameter that keeps the sequence format, and the bijection's V and L both change it:",
         "",
         *(regime_table(docs, authors) if regime_docs(docs) else ["No run yet."]),
         "",
