@@ -88,6 +88,8 @@ def random_key_abs_cosine(m: int, d: int, n: int | None = None, centred: bool = 
         raise ValueError(f"centred keys need n >= 2 tokens, got n = {n}")
     rho = -1.0 / (n - 1) if centred else 0.0
     sigma = (1 - rho * rho) / math.sqrt(key_effective_dim(m, d))
+    if sigma == 0:  # two centred keys are opposite: |cos| = 1
+        return 1.0
     z = abs(rho) / sigma
     return sigma * math.sqrt(2 / math.pi) * math.exp(-z * z / 2) + abs(rho) * math.erf(z / math.sqrt(2))
 

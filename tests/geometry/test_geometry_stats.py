@@ -65,6 +65,8 @@ def test_key_effective_dim_is_the_sampled_trace_ratio():
         assert stats.key_effective_dim(m, d) == pytest.approx(ratio, rel=0.01)
     with pytest.raises(ValueError, match="positive"):
         stats.key_effective_dim(0, 4)
+    assert stats.random_key_abs_cosine(4, 4, n=2, centred=True) == 1.0  # two centred keys: opposite
+    assert stats.random_key_abs_cosine_mc(4, 4, n=2, centred=True, draws=5)[0] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="n >= 2"):
         stats.random_key_abs_cosine(4, 4, n=1, centred=True)
 
