@@ -457,7 +457,7 @@ def conclusions(groups, docs, authors=(), random_docs=()) -> list[str]:
         if own:
             a = own[0]["final"]
             line += (f" The authors' own code in the paired format at the same budget reads {a['per_head_raw']:.3f} "
-                     f"(centred {a['per_head_centred']:.3f}; `{own[0]['provenance']['command']}`), as ours there: the "
+                     f"(centred {a['per_head_centred']:.3f}; `{own[0]['provenance']['command']}`), near ours there: the "
                      "comparison that made our keys look much more collinear than the authors' model's was one of "
                      "formats, not of models.")
         out.append(line)
