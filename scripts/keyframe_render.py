@@ -146,6 +146,12 @@ def one_factor_cells(groups) -> list[str]:
     return cell_order((c, g[0]["factor"]) for (c, b), g in groups.items() if b == 1 and g[0]["factor"] != REGIME)
 
 
+def whole_cell(g: list[dict], kind: str = "raw") -> str:
+    """The whole layer's layer-0 statistic over a cell's seeds ('-' where a run did not record it)."""
+    values = [whole_layer(d, kind) for d in g]
+    return "-" if not all(values) else ms([v["mean"] for v in values])
+
+
 def factor_table(groups) -> list[str]:
     cells = one_factor_cells(groups)
     rows = []
@@ -155,11 +161,13 @@ def factor_table(groups) -> list[str]:
         per_layer = [ms([x["key_frame"]["tokens_raw"]["mean"][i] for x in g]) for i in range(1, mc["n_layers"])]
         rows.append([f"`{cell}`", d["factor"], d["model"], d["format"], head_kind(mc), mc["norm"],
                      "yes" if mc["bias"] else "no", init_kind(mc), f"{d['n_params']:,}", str(len(g)),
-                     f"**{ms([raw0(x) for x in g])}**", ms([centred0(x) for x in g]), " / ".join(per_layer),
+                     f"**{whole_cell(g)}**", whole_cell(g, "centred"),
+                     ms([raw0(x) for x in g]), ms([centred0(x) for x in g]), " / ".join(per_layer),
                      f"{mean([x['key_frame']['tokens_raw']['random'][0] for x in g]):.3f}", values0(g),
                      ms([error(x) for x in g], ".4f")])
     return table(["cell", "factor", "model", "format", "head", "norm", "biases", "init", "params", "seeds",
-                  "L0 keys, raw", "L0 keys, centred", "L1 / L2 raw", "random (L0)", "value tokens L0 raw / centred",
+                  "L0 whole layer, raw", "whole layer, centred", "L0 per head, raw", "per head, centred",
+                  "per head L1 / L2 raw", "random per head (L0)", "value tokens L0 raw / centred",
                   "entropy error (bits)"], rows)
 
 
@@ -170,11 +178,13 @@ def budget_table(groups) -> list[str]:
             g = groups[(cell, budget)]
             n_layers = g[0]["model_config"]["n_layers"]
             per_layer = [ms([x["key_frame"]["tokens_raw"]["mean"][i] for x in g]) for i in range(1, n_layers)]
-            rows.append([f"`{cell}`", f"{budget}x", f"{g[0]['steps']:,}", str(len(g)), f"**{ms([raw0(x) for x in g])}**",
-                         ms([centred0(x) for x in g]), " / ".join(per_layer),
+            rows.append([f"`{cell}`", f"{budget}x", f"{g[0]['steps']:,}", str(len(g)), f"**{whole_cell(g)}**",
+                         whole_cell(g, "centred"), ms([raw0(x) for x in g]), ms([centred0(x) for x in g]),
+                         " / ".join(per_layer),
                          f"{mean([x['key_frame']['tokens_raw']['init'][0] for x in g]):.3f}", values0(g),
                          ms([error(x) for x in g], ".4f")])
-    return table(["cell", "budget", "steps", "seeds", "L0 keys, raw", "L0 keys, centred", "L1 / L2 raw", "step 0 (L0)",
+    return table(["cell", "budget", "steps", "seeds", "L0 whole layer, raw", "whole layer, centred", "L0 per head, raw",
+                  "per head, centred", "per head L1 / L2 raw", "step 0 per head (L0)",
                   "value tokens L0 raw / centred", "entropy error (bits)"], rows)
 
 
