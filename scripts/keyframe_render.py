@@ -641,7 +641,8 @@ def conclusions(groups, docs, authors=(), random_docs=()) -> list[str]:
             errs = [c["entropy_error"] for c in a["curve"]]
             line += (f" The authors' own code in this regime ({a['format']}, {a['steps']:,} steps) goes from "
                      f"{errs[0]:.3f} to {errs[-1]:.3f} bits over the key positions"
-                     + (", so it leaves the plateau where ours does not" if errs[-1] < errs[0] and flat else "")
+                     + (", so it leaves the plateau where ours does not" if errs[-1] < errs[0] and flat
+                        else ": on its plateau too" if errs[-1] >= errs[0] else "")
                      + ".")
         line += (f" In the paired format the final query (a lookup of a context key) is not learned at 1x either, "
                  f"which is why the paired runs' error is {_span([error(d) for d in paired], '.2f')} (the query "
