@@ -126,7 +126,8 @@ def test_the_authors_code_numbers_come_from_their_runs(render_module):
     groups = render_module.by_cell(docs)
     fmt = [x for x in render_module.conclusions(groups, docs) if x.startswith("- **The format.**")][0]
     assert "authors' own code" not in fmt
-    fake = {"with_replacement": False, "steps": 1200, "final": {"per_head_raw": 0.4242, "per_head_centred": 0.1111, "entropy_error": 0.05},
+    final = {"per_head_raw": 0.4242, "per_head_centred": 0.1111, "entropy_error": 0.05}
+    fake = {"with_replacement": False, "steps": 1200, "final": final,
             "provenance": {"command": "python scripts/keyframe_authors.py"}}
     fmt = [x for x in render_module.conclusions(groups, docs, [fake]) if x.startswith("- **The format.**")][0]
     assert "0.424 (centred 0.111" in fmt
