@@ -499,7 +499,8 @@ def conclusions(groups, docs, authors=(), random_docs=()) -> list[str]:
     if have("transformer-init-torch", "tinygpt-init-torch", "transformer", "tinygpt"):
         t, m = g("transformer-init-torch"), g("tinygpt-init-torch")
         each = f"{len(t)} seeds each" if len(t) == len(m) else f"{_seeds(t)} and {_seeds(m)}"
-        line = ("- **The initialisation, not yet its scale.** With PyTorch's default initialisation (`init=torch`) the "
+        title = "The initialisation, not yet its scale."
+        line = ("With PyTorch's default initialisation (`init=torch`) the "
                 f"same training leaves the raw statistic small, in both models: L0 {ms([raw0(d) for d in t])} "
                 f"(`transformer`) and {ms([raw0(d) for d in m])} (`tinygpt`), centred {_r(mean([centred0(d) for d in t]))} "
                 f"and {_r(mean([centred0(d) for d in m]))} (random {rand_c:.3f}), an error of "
@@ -522,20 +523,23 @@ def conclusions(groups, docs, authors=(), random_docs=()) -> list[str]:
             line += (" With the token embedding alone at N(0, 1) (`embed_std=1`: W_K, positions and biases as in the "
                      "paper): " + "; ".join(parts) + ". ")
             if all(verdicts):
+                title = "The embedding's scale."
                 line += ("That is nearer `init=torch`'s value than the N(0, 0.02) model's: the embedding's scale alone "
                          "moves the raw statistic")
             elif not any(verdicts):
+                title = "The initialisation, not its embedding scale."
                 line += ("That is nearer the N(0, 0.02) model's value than `init=torch`'s: the embedding's scale alone "
                          "does not move the raw statistic; `init=torch`'s other changes do")
             else:
+                title = "The initialisation: the models disagree on its embedding scale."
                 line += "The two models disagree on whether the embedding's scale alone moves it"
             missing = [c for c in ("transformer-init-embed", "tinygpt-init-embed") if len(g(c)) < 3]
-            line += (f" ({', '.join(f'`{c}`' for c in missing)} short of three seeds)." if missing else ".")
+            line += (f" (so far: {', '.join(f'`{c}` {len(g(c))} of 3 seeds' for c in missing)})." if missing else ".")
         else:
             line += (" Whether the embedding's scale alone does it (the `*-init-embed` cells: `embed_std=1`, W_K, "
                      "positions and biases as in the paper) is not measured yet, so the factor found is `init=torch` "
                      "as a whole, not the embedding's scale.")
-        out.append(line)
+        out.append(f"- **{title}** {line}")
     grown = [c for c in HEADLINE if len(budgets(c)) >= 2]
     if grown:
         def path(values: list[float], spec: str = ".3f") -> str:
