@@ -2,8 +2,11 @@
 ``docs/results/keyframe.md`` and its figures, deterministically (the same JSON gives the same
 bytes; ``tests/test_keyframe_results.py`` checks the committed page and figures against it).
 
-Every number on the page is computed here from ``results/keyframe/*.json`` (and, when present,
-``results/keyframe/gpu/*.json``); the prose around the tables only names them.
+Every number on the page is computed here from ``results/keyframe/*.json`` and, when present,
+``results/keyframe/random/*.json`` (the random value without training, ``scripts/keyframe_random.py``),
+``results/keyframe/authors/*.json`` (the authors' own code, ``scripts/keyframe_authors.py``) and
+``results/keyframe/gpu/*.json``; the prose around the tables only names them. The numbers cited
+from the paper and the authors' report are the constants below, each with its source.
 """
 
 from __future__ import annotations
@@ -21,9 +24,12 @@ from windtunnel.tables import table
 
 #: Paper I (v3, per summary C): layer-0 mean |off-diagonal cosine| of the hypothesis tokens' keys
 PAPER_TRAINED, PAPER_RANDOM = 0.052, 0.082
-#: the authors' "production" and v1 budgets (steps), for the extrapolation
-PAPER_STEPS = (50_000, 100_000)
+#: the authors' production run (sep-vocab, 6 x 6 x 192, 50k steps): its reported entropy error
+#: (bits; spec/paper1.md, the repo's follow-up: "Transformer 0.007 (0.0067)") and its steps
+AUTHORS_PRODUCTION = {"error": 0.0067, "steps": 50_000}
 FACTORS = ("model", "format", "head", "norm", "bias", "init", "task")
+#: the factor of the trials on keys drawn with replacement (their own section, not the factor table)
+REGIME = "regime"
 HEADLINE = ("transformer", "tinygpt")
 FRAME_RATIO, FRAME_DAMAGE = 2.0, 2.0  # a frame head: >= 2x the runner-up's damage, and the error at least doubled
 PNG = {"Software": None}
@@ -34,7 +40,35 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")  # one per line of 
 # Reading
 # ---------------------------------------------------------------------------------------
 def load(folder: Path) -> list[dict]:
+    """The JSON records directly in ``folder`` (none when it does not exist)."""
     return [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))]
+
+
+def with_replacement(d: dict) -> bool:
+    return bool(d["task_params"].get("with_replacement", False))
+
+
+def whole_layer(d: dict, kind: str = "raw") -> dict | None:
+    """The layer-0 statistic of the whole layer's keys (every head together), ``raw`` or
+    ``centred``: trained (``mean``), step 0 (``init``) and the run's fresh initialisations
+    (``random``; None for the runs recorded before the whole layer was a variant of the analysis,
+    whose record kept the raw reading alone, as ``whole_layer_raw``). None: not measured."""
+    kf = d["key_frame"]
+    if f"layer_{kind}" in kf:
+        v = kf[f"layer_{kind}"]
+        return {"mean": v["mean"][0], "init": v["init"][0], "random": v["random"][0]}
+    if kind == "raw" and "whole_layer_raw" in kf:
+        v = kf["whole_layer_raw"]
+        return {"mean": v["mean"][0], "init": v["init"][0], "random": None}
+    return None
+
+
+def closed_form(d: dict, whole: bool, centred: bool) -> float:
+    """The random value of the run's layer-0 keys in closed form (:func:`stats.random_key_abs_cosine`):
+    m = d_model (the whole layer) or d_head (a head), 20 key tokens."""
+    mc = d["model_config"]
+    m = mc["d_model"] if whole else mc["d_model"] // mc["n_heads"]
+    return stats.random_key_abs_cosine(m, mc["d_model"], d["task_params"]["V"], centred=centred)
 
 
 def by_cell(docs: list[dict]) -> dict[tuple[str, int], list[dict]]:
@@ -96,35 +130,45 @@ def mean(values) -> float:
     return float(np.mean(values))
 
 
+def init_kind(mc: dict) -> str:
+    """The initialisation law, with the token embedding's own scale where ``embed_std`` sets it."""
+    return mc["init"] + (f", embedding N(0, {mc['embed_std']:g})" if mc.get("embed_std") is not None else "")
+
+
 def head_kind(mc: dict) -> str:
     return "untied" if not mc["tie_head"] else f"tied, {mc['tie_scope']}"
-
-
-def steps_text(n: float) -> str:
-    if not math.isfinite(n):
-        return "never (not falling)"
-    if n >= 1e6:
-        return f"{n:.1e}"
-    return f"{n:,.0f}"
 
 
 # ---------------------------------------------------------------------------------------
 # Tables
 # ---------------------------------------------------------------------------------------
+def one_factor_cells(groups) -> list[str]:
+    """The cells at 1x that change one factor (the regime trials left out), in :func:`cell_order`."""
+    return cell_order((c, g[0]["factor"]) for (c, b), g in groups.items() if b == 1 and g[0]["factor"] != REGIME)
+
+
+def whole_cell(g: list[dict], kind: str = "raw") -> str:
+    """The whole layer's layer-0 statistic over a cell's seeds ('-' where a run did not record it)."""
+    values = [whole_layer(d, kind) for d in g]
+    return "-" if not all(values) else ms([v["mean"] for v in values])
+
+
 def factor_table(groups) -> list[str]:
-    cells = cell_order((c, g[0]["factor"]) for (c, b), g in groups.items() if b == 1)
+    cells = one_factor_cells(groups)
     rows = []
     for cell in cells:
         g = groups[(cell, 1)]
         d, mc = g[0], g[0]["model_config"]
         per_layer = [ms([x["key_frame"]["tokens_raw"]["mean"][i] for x in g]) for i in range(1, mc["n_layers"])]
         rows.append([f"`{cell}`", d["factor"], d["model"], d["format"], head_kind(mc), mc["norm"],
-                     "yes" if mc["bias"] else "no", mc["init"], f"{d['n_params']:,}", str(len(g)),
-                     f"**{ms([raw0(x) for x in g])}**", ms([centred0(x) for x in g]), " / ".join(per_layer),
+                     "yes" if mc["bias"] else "no", init_kind(mc), f"{d['n_params']:,}", str(len(g)),
+                     f"**{whole_cell(g)}**", whole_cell(g, "centred"),
+                     ms([raw0(x) for x in g]), ms([centred0(x) for x in g]), " / ".join(per_layer),
                      f"{mean([x['key_frame']['tokens_raw']['random'][0] for x in g]):.3f}", values0(g),
                      ms([error(x) for x in g], ".4f")])
     return table(["cell", "factor", "model", "format", "head", "norm", "biases", "init", "params", "seeds",
-                  "L0 keys, raw", "L0 keys, centred", "L1 / L2 raw", "random (L0)", "value tokens L0 raw / centred",
+                  "L0 whole layer, raw", "whole layer, centred", "L0 per head, raw", "per head, centred",
+                  "per head L1 / L2 raw", "random per head (L0)", "value tokens L0 raw / centred",
                   "entropy error (bits)"], rows)
 
 
@@ -135,39 +179,118 @@ def budget_table(groups) -> list[str]:
             g = groups[(cell, budget)]
             n_layers = g[0]["model_config"]["n_layers"]
             per_layer = [ms([x["key_frame"]["tokens_raw"]["mean"][i] for x in g]) for i in range(1, n_layers)]
-            rows.append([f"`{cell}`", f"{budget}x", f"{g[0]['steps']:,}", str(len(g)), f"**{ms([raw0(x) for x in g])}**",
-                         ms([centred0(x) for x in g]), " / ".join(per_layer),
+            rows.append([f"`{cell}`", f"{budget}x", f"{g[0]['steps']:,}", str(len(g)), f"**{whole_cell(g)}**",
+                         whole_cell(g, "centred"), ms([raw0(x) for x in g]), ms([centred0(x) for x in g]),
+                         " / ".join(per_layer),
                          f"{mean([x['key_frame']['tokens_raw']['init'][0] for x in g]):.3f}", values0(g),
                          ms([error(x) for x in g], ".4f")])
-    return table(["cell", "budget", "steps", "seeds", "L0 keys, raw", "L0 keys, centred", "L1 / L2 raw", "step 0 (L0)",
+    return table(["cell", "budget", "steps", "seeds", "L0 whole layer, raw", "whole layer, centred", "L0 per head, raw",
+                  "per head, centred", "per head L1 / L2 raw", "step 0 per head (L0)",
                   "value tokens L0 raw / centred", "entropy error (bits)"], rows)
 
 
 def measure_table(groups) -> list[str]:
+    """Per run group: the per-head statistic (the authors' code) beside the whole layer's (the
+    paper's reading), raw and centred, each with its random value from the run's fresh
+    initialisations and in closed form; '-' where a run did not record a reading."""
+    def cell_of(values: list[float | None], spec: str = ".3f") -> str:
+        return "-" if any(v is None for v in values) else ms(values, spec)
+
     rows = []
     for (cell, budget), g in sorted(groups.items(), key=lambda kv: (kv[0][0] not in HEADLINE, kv[0])):
-        if cell not in HEADLINE and not (cell.endswith("-paired") and budget == 1):
+        keep = (cell in HEADLINE or (cell.endswith("-paired") and budget == 1)
+                or all(whole_layer(d, "centred") for d in g))
+        if not keep:
             continue
         kf = [x["key_frame"] for x in g]
-        wl = kf[0]["whole_layer_raw"]
+        raw = [whole_layer(d) for d in g]
+        cen = [whole_layer(d, "centred") for d in g]
         rows.append([f"`{cell}`", f"{budget}x", ms([k["tokens_raw"]["mean"][0] for k in kf]),
-                     f"{mean([k['tokens_raw']['init'][0] for k in kf]):.3f}",
-                     f"{mean([k['tokens_raw']['random'][0] for k in kf]):.3f}", f"{wl['gaussian_d_head']:.3f}",
-                     ms([k["whole_layer_raw"]["mean"][0] for k in kf]),
-                     f"{mean([k['whole_layer_raw']['init'][0] for k in kf]):.3f}", f"{wl['gaussian']:.3f}"])
-    return table(["cell", "budget", "per head: trained", "step 0", "random", "Gaussian, d_head",
-                  "whole layer: trained", "step 0", "Gaussian, d_model"], rows)
+                     f"{mean([k['tokens_raw']['random'][0] for k in kf]):.3f}", f"{closed_form(g[0], False, False):.3f}",
+                     f"**{cell_of([w and w['mean'] for w in raw])}**", cell_of([w and w["init"] for w in raw]),
+                     cell_of([w and w["random"] for w in raw]), f"{closed_form(g[0], True, False):.3f}",
+                     cell_of([w and w["mean"] for w in cen]), cell_of([w and w["random"] for w in cen]),
+                     f"{closed_form(g[0], True, True):.3f}", ms([error(d) for d in g], ".4f")])
+    return table(["cell", "budget", "per head: trained", "random", "closed form", "whole layer, raw: trained",
+                  "step 0", "random", "closed form", "whole layer, centred: trained", "random", "closed form",
+                  "entropy error (bits)"], rows)
 
 
-def paper_random_dimension() -> int:
-    """The dimension d whose Gaussian E|cos| is closest to the paper's random value."""
-    return min(range(2, 4097), key=lambda d: abs(stats.gaussian_abs_cosine(d) - PAPER_RANDOM))
+def random_table(random_docs) -> list[str]:
+    """The random value without training (``scripts/keyframe_random.py``): fresh models beside
+    the closed form and its Monte Carlo, per shape, model and reading."""
+    rows = []
+    for doc in random_docs:
+        for r in doc["rows"]:
+            for x in (r["readings"][v] for v in ("tokens_raw", "tokens_centred", "layer_raw", "layer_centred")):
+                rows.append([f"{r['shape']} ({r['n_layers']} × {r['n_heads']} × {r['d_model']})", f"`{r['model']}`",
+                             x["reading"], f"{x['keys_dim']}", f"{x['effective_dim']:.1f}",
+                             f"{x['models_mean']:.4f} ± {x['models_sd']:.4f} ({x['models_draws']})",
+                             f"**{x['closed_form']:.4f}**", f"{x['monte_carlo']:.4f} ± {x['monte_carlo_se']:.4f}"])
+    return table(["shape", "model", "keys", "m", "d_eff", "fresh models: mean ± sd (draws)", "closed form",
+                  "Monte Carlo ± se"], rows)
+
+
+def paper_size_whole_layer(random_docs) -> list[tuple[str, float, float]]:
+    """(model, fresh models' mean, closed form) of the whole layer's raw keys at the paper's shape."""
+    return [(r["model"], r["readings"]["layer_raw"]["models_mean"], r["readings"]["layer_raw"]["closed_form"])
+            for doc in random_docs for r in doc["rows"] if r["shape"] == "paper"]
+
+
+def regime_docs(docs) -> list[dict]:
+    """The study's runs with keys drawn with replacement (the authors' production regime)."""
+    order = cell_order((d["cell"], d["factor"]) for d in docs)
+    return sorted((d for d in docs if with_replacement(d)), key=lambda d: (order.index(d["cell"]), d["budget"], d["seed"]))
+
+
+def regime_table(docs, authors) -> list[str]:
+    """What was tried on keys drawn with replacement: our trainer's runs and the authors' code's."""
+    rows = []
+    for d in regime_docs(docs):
+        t, errors = d["train"], d["dynamics"]["entropy_error"]
+        wl, wc = whole_layer(d), whole_layer(d, "centred")
+        rows.append([f"`{d['job']}`", d["model"], f"{t['lr']:g}", str(t["warmup"]), f"{d['steps']:,}",
+                     f"{errors[0]:.3f}", f"{min(errors):.3f}", f"{error(d):.4f}", "yes" if learned(d) else "**no**",
+                     f"{raw0(d):.3f}", f"{wl['mean']:.3f}" if wl else "-", f"{wc['mean']:.3f}" if wc else "-",
+                     f"×{d['ablation']['heads'][0]['ratio']:.2f}", frame_verdict(d)])
+    for a in (a for a in authors if a["with_replacement"]):
+        curve, p = a["curve"], a["protocol"]
+        errors = [c["entropy_error"] for c in curve]
+        rows.append([f"`{a['job']}`", "the authors' code", f"{p['lr']:g}", str(p["warmup"]), f"{a['steps']:,}",
+                     f"{errors[0]:.3f}", f"{min(errors):.3f}", f"{errors[-1]:.4f}",
+                     "yes" if errors[-1] < errors[0] else "**no**", f"{curve[-1]['per_head_raw']:.3f}",
+                     f"{curve[-1]['whole_layer_raw']:.3f}", f"{curve[-1]['whole_layer_centred']:.3f}", "-", "-"])
+    return table(["run", "model", "lr", "warm-up", "steps", "error at step 0", "lowest error", "final error",
+                  "left the plateau", "L0 per head, raw", "whole layer, raw", "whole layer, centred",
+                  "top head: error ×", "verdict"], rows)
+
+
+def authors_table(authors) -> list[str]:
+    """The authors' own code (``scripts/keyframe_authors.py``): layer 0 at each recorded step."""
+    rows = []
+    for a in sorted(authors, key=lambda a: (a["with_replacement"], a["steps"])):
+        c = a["curve"][-1]
+        path = " → ".join(f"{x['per_head_raw']:.3f}" for x in a["curve"])
+        rows.append([f"`{a['job']}`", a["format"], "with" if a["with_replacement"] else "without", f"{a['steps']:,}",
+                     f"**{c['per_head_raw']:.3f}**", f"{c['per_head_centred']:.3f}", f"{c['whole_layer_raw']:.3f}",
+                     f"{c['whole_layer_centred']:.3f}", f"{c['entropy_error']:.4f}", path,
+                     f"`{a['provenance']['command']}`"])
+    return table(["run", "format", "keys with replacement", "steps", "L0 per head, raw", "centred", "whole layer, raw",
+                  "centred", "entropy error (bits, key positions)", "per head raw over training (every 300 steps)",
+                  "command"], rows)
+
+
+def to_second(d: dict) -> float:
+    """The most damaging head's damage over the runner-up's (inf where the runner-up did no damage:
+    the ablation records None)."""
+    r = d["ablation"]["frame_head"]["ratio_to_second"]
+    return math.inf if r is None else r
 
 
 def frame_verdict(d: dict) -> str:
-    fh, heads = d["ablation"]["frame_head"], d["ablation"]["heads"]
+    heads = d["ablation"]["heads"]
     damage = heads[0]["ratio"]
-    single = fh["ratio_to_second"] >= FRAME_RATIO and damage >= FRAME_DAMAGE and heads[0]["delta_lo"] > 0
+    single = to_second(d) >= FRAME_RATIO and damage >= FRAME_DAMAGE and heads[0]["delta_lo"] > 0
     return "**single frame head**" if single else "distributed"
 
 
@@ -181,53 +304,15 @@ def ablation_table(docs) -> list[str]:
         rows.append([f"`{d['cell']}`", f"{d['budget']}x", str(d["seed"]), f"{a['baseline_entropy_error']:.4f}",
                      f"{top['name']} {top['delta_entropy_error']:+.4f} [{top['delta_lo']:+.4f}, {top['delta_hi']:+.4f}]",
                      f"×{top['ratio']:.2f}", f"{second['name']} {second['delta_entropy_error']:+.4f}",
-                     f"{a['frame_head']['ratio_to_second']:.2f}", str(a["frame_head"]["n_heads_at_least_half"]),
+                     f"{to_second(d):.2f}", str(a["frame_head"]["n_heads_at_least_half"]),
                      f"{block['name']} ×{block['ratio']:.1f}", frame_verdict(d)])
     return table(["cell", "budget", "seed", "error (bits)", "top head: Δ error [95% CI]", "error ×", "runner-up",
                   "top / runner-up", "heads ≥ half", "worst block bypass", "verdict"], rows)
 
 
-# ---------------------------------------------------------------------------------------
-# Extrapolation
-# ---------------------------------------------------------------------------------------
 def cell_budgets(groups, cell: str) -> list[int]:
     """The budgets at which ``cell`` ran, smallest first."""
     return sorted(b for (c, b) in groups if c == cell)
-
-
-def budget_fit(groups, cell: str, variant: str = "tokens_raw") -> dict | None:
-    """Least squares of the end-of-run layer-0 statistic ``variant`` (seed means) on log10(steps)
-    over the budgets of ``cell``; the steps at which the line reaches the random value and the
-    paper's level (the paper's trained/random ratio times our random value), and its value at
-    the paper's budgets."""
-    budgets = cell_budgets(groups, cell)
-    if len(budgets) < 2:
-        return None
-    x = np.log10([groups[(cell, b)][0]["steps"] for b in budgets])
-    y = np.array([mean([d["key_frame"][variant]["mean"][0] for d in groups[(cell, b)]]) for b in budgets])
-    slope, icpt = np.polyfit(x, y, 1)
-    random = mean([d["key_frame"][variant]["random"][0] for b in budgets for d in groups[(cell, b)]])
-    target = PAPER_TRAINED / PAPER_RANDOM * random
-
-    def reach(v: float) -> float:
-        return 10 ** ((v - icpt) / slope) if slope < 0 and v < icpt + slope * x[-1] else float("inf")
-
-    return {"slope": float(slope), "random": random, "target": target, "steps_random": reach(random),
-            "steps_target": reach(target), "at_paper": [float(icpt + slope * math.log10(s)) for s in PAPER_STEPS],
-            "points": len(budgets)}
-
-
-def extrapolation_table(groups) -> list[str]:
-    rows = []
-    cells = cell_order((c, g[0]["factor"]) for (c, b), g in groups.items() if b > 1)
-    for cell, variant in ((c, v) for c in cells for v in ("tokens_raw", "tokens_centred")):
-        fit = budget_fit(groups, cell, variant)
-        if fit is not None:
-            rows.append([f"`{cell}`", variant.removeprefix("tokens_"), str(fit["points"]), f"{fit['slope']:+.3f}",
-                         " / ".join(f"{v:.3f}" if v <= 1 else "> 1" for v in fit["at_paper"]), f"{fit['random']:.3f}",
-                         steps_text(fit["steps_random"]), f"{fit['target']:.3f}", steps_text(fit["steps_target"])])
-    return table(["cell", "keys", "budgets", "L0 statistic per decade of steps", "line at 50k / 100k steps", "random",
-                  "steps to reach random", "paper's level (scaled)", "steps to reach it"], rows)
 
 
 # ---------------------------------------------------------------------------------------
@@ -241,7 +326,7 @@ def single_factor_effects(groups, base: str) -> list[tuple[str, str, float, floa
     b = mean([raw0(d) for d in groups[(base, 1)]])
     out = []
     for (cell, budget), g in groups.items():
-        if budget == 1 and cell != base and g[0]["model"] == model:
+        if budget == 1 and cell != base and g[0]["model"] == model and g[0]["factor"] != REGIME:
             out.append((cell, g[0]["factor"], b, mean([raw0(d) for d in g])))
     return sorted(out, key=lambda t: -abs(t[3] - t[2]))
 
@@ -265,6 +350,14 @@ def findings(groups, docs) -> list[str]:
             lines.append(f"- Layer-0 keys, {name}, every {fmt} run with keys drawn without replacement ({len(mine)}): "
                          f"{min(v):.3f} to {max(v):.3f} "
                          f"(random {r:.3f}).")
+    for name in ("raw", "centred"):
+        have = [d for d in docs if not with_replacement(d) and learned(d) and whole_layer(d, name)]
+        if have:
+            v = [whole_layer(d, name)["mean"] for d in have]
+            lines.append(f"- Layer-0 keys of the whole layer (every head together: the paper's reading), {name}, every run "
+                         f"that recorded it and learned the task, keys drawn without replacement ({len(have)}): "
+                         f"{min(v):.3f} to {max(v):.3f} (random in closed form "
+                         f"{_span([closed_form(d, True, name == 'centred') for d in have])}).")
     for cell in HEADLINE:
         budgets = sorted(b for (c, b) in groups if c == cell)
         if len(budgets) > 1:
@@ -287,9 +380,6 @@ def findings(groups, docs) -> list[str]:
 # ---------------------------------------------------------------------------------------
 # The geometry guide's conclusions, stated from the data
 # ---------------------------------------------------------------------------------------
-#: measured with the authors' unchanged TinyGPT code (../shared/bench/authors) in the paired format
-#: at our 1x budget and at 5x, as recorded in the study's issue (44): layer-0 raw statistic, error
-AUTHORS_CODE = {"1x": 0.365, "5x": 0.332, "error_1x": 0.051}
 #: where docs/geometry.md holds the conclusions this renders
 BLOCK = ("<!-- keyframe:conclusions (generated by `python scripts/keyframe_study.py render`; do not edit) -->",
          "<!-- /keyframe:conclusions -->")
@@ -308,21 +398,47 @@ def _seeds(g: list[dict]) -> str:
     return f"{len(g)} seed{'s' if len(g) > 1 else ''}"
 
 
-def conclusions(groups, docs) -> list[str]:
+def conclusions(groups, docs, authors=(), random_docs=()) -> list[str]:
     """The bullets of docs/geometry.md's key-frame section: every number computed from the jobs'
-    results (the authors' code's own numbers are :data:`AUTHORS_CODE`). A bullet whose cells have
-    not all run is left out."""
+    results, the authors' code's runs (``authors``: results/keyframe/authors) and the random value
+    without training (``random_docs``: results/keyframe/random). A bullet whose cells have not all
+    run is left out, and a sentence whose data are missing."""
     def g(cell: str, budget: int = 1) -> list[dict]:
         return groups.get((cell, budget), [])
 
     def have(*cells: str) -> bool:
         return all(g(c) for c in cells)
 
+    def budgets(c: str) -> list[int]:
+        return cell_budgets(groups, c)
+
     rand_raw = mean([d["key_frame"]["tokens_raw"]["random"][0] for d in docs])
     rand_c = mean([d["key_frame"]["tokens_centred"]["random"][0] for d in docs])
+    ref = docs[0]
     out = [f"What the data say (L0 = layer-0 mean |off-diagonal cosine| of the 20 key tokens' raw keys, per head "
-           f"as the authors measure it; random {rand_raw:.3f}; centred: the keys minus their mean, random {rand_c:.3f}; "
-           "entropy error in bits):", ""]
+           f"as the authors' code measures it; random {rand_raw:.3f}; centred: the keys minus their mean, random "
+           f"{rand_c:.3f}; whole layer: every head's keys together, random {closed_form(ref, True, False):.3f} raw and "
+           f"{closed_form(ref, True, True):.3f} centred in closed form; entropy error in bits):", ""]
+    learned_sep = [d for d in docs if not with_replacement(d) and learned(d) and whole_layer(d)]
+    paper = paper_size_whole_layer(random_docs)
+    if paper and learned_sep:
+        head_paper = stats.random_key_abs_cosine(32, 192, 20)
+        wl = [whole_layer(d)["mean"] for d in learned_sep]
+        wc = [whole_layer(d, "centred")["mean"] for d in learned_sep if whole_layer(d, "centred")]
+        out.append(
+            f"- **The paper's number is the whole layer's.** Keys E·W_Kᵀ of isotropic embeddings under a random m × d "
+            "W_K have an effective dimension of m·d/(m + d + 1), so their E|cos| is about √(2/(π·d_eff)) (closed form "
+            "and Monte Carlo agree: the results page). At the paper's size (6 × 6 × 192) that is "
+            f"{paper[0][2]:.4f} for the whole layer (m = d = 192) and {head_paper:.3f} per head (m = 32); fresh "
+            "6 × 6 × 192 models read " + ", ".join(f"{v:.3f} (`{m}`)" for m, v, _ in paper)
+            + f" on the whole layer (`python scripts/keyframe_random.py`, seconds, no training). The paper's random "
+            f"value, {PAPER_RANDOM}, is the whole layer's, so the results page leads with the whole layer's keys. Ours, "
+            f"at 3 × 4 × 128, trained: {_span(wl)} raw ({len(wl)} runs that learned the task)"
+            + (f", {_span(wc)} centred ({len(wc)} recorded)" if wc else "")
+            + f", against {closed_form(ref, True, False):.3f} / {closed_form(ref, True, True):.3f} random: the paper's "
+            f"{PAPER_TRAINED} is below its random value, ours above it in "
+            + ("every run." if all(v > closed_form(ref, True, False) for v in wl)
+               and all(v > closed_form(ref, True, True) for v in wc) else "some runs, the table shows which."))
     if have("transformer", "tinygpt"):
         t, m = g("transformer"), g("tinygpt")
         line = (f"- **Not the model.** In the sep-vocab format of the main job the authors' architecture is as "
@@ -339,26 +455,38 @@ def conclusions(groups, docs) -> list[str]:
             line += (" Neither the head, the norm nor the biases moves it: "
                      + ", ".join(f"{label} {_r(mean([raw0(d) for d in g(cell)]))}" for label, cell in moves) + ".")
         out.append(line)
-    if have("transformer-paired", "tinygpt-paired"):
+    if have("transformer-paired", "tinygpt-paired", "transformer", "tinygpt"):
         t, m = g("transformer-paired"), g("tinygpt-paired")
-        out.append(f"- **The format.** The paired format gives {ms([raw0(d) for d in t])} (`transformer`, {_seeds(t)}) "
-                   f"and {ms([raw0(d) for d in m])} (`tinygpt`, {_seeds(m)}); the authors' own code in that format at "
-                   f"the same budget gave {AUTHORS_CODE['1x']} (measured with their code). The comparison that made our "
-                   "keys look much more collinear than the authors' model's was a comparison of formats, not of models.")
-    sep = [d for d in docs if d["format"] != "paired" and d["model_config"]["init"] != "torch" and learned(d)]
-    if sep and have("transformer-init-torch", "tinygpt-init-torch"):
+        sep1 = g("transformer") + g("tinygpt")
+        paired_all = [d for d in docs if d["format"] == "paired" and not with_replacement(d)]
+        line = (f"- **The format.** The paired format gives L0 {ms([raw0(d) for d in t])} (`transformer`, {_seeds(t)}) "
+                f"and {ms([raw0(d) for d in m])} (`tinygpt`, {_seeds(m)}), against {_span([raw0(d) for d in sep1])} in "
+                f"sep-vocab. Centred, the order turns: the paired keys are further from a frame "
+                f"({_span([centred0(d) for d in paired_all])}, {len(paired_all)} runs) than the sep-vocab keys "
+                f"({_span([centred0(d) for d in sep1])}, the {len(sep1)} runs of the two models at 1x; random "
+                f"{rand_c:.3f}). The paired format's lower raw statistic is a smaller shared direction, not keys "
+                "closer to orthogonal.")
+        own = [a for a in authors if not a["with_replacement"] and a["steps"] == g("transformer-paired")[0]["steps"]]
+        if own:
+            a = own[0]["final"]
+            line += (f" The authors' own code in the paired format at the same budget reads {a['per_head_raw']:.3f} "
+                     f"(centred {a['per_head_centred']:.3f}; `{own[0]['provenance']['command']}`), near ours there: the "
+                     "comparison that made our keys look much more collinear than the authors' model's was one of "
+                     "formats, not of models.")
+        out.append(line)
+    sep = [d for d in docs if d["format"] != "paired" and d["model_config"]["init"] == "normal"
+           and d["model_config"].get("embed_std") is None and not with_replacement(d) and learned(d)]
+    if sep:
         crossing = []
         for d in (d for c in HEADLINE for d in g(c)):
             dyn = d["dynamics"]
             at = next((i for i, v in enumerate(dyn["tokens_raw_layer0"]) if v >= 0.5), None)
             if at is not None:
                 crossing.append((dyn["steps"][at], dyn["entropy_error"][at]))
-        t, m = g("transformer-init-torch"), g("tinygpt-init-torch")
-        each = f"{len(t)} seeds each" if len(t) == len(m) else f"{_seeds(t)} and {_seeds(m)}"
         short, long_ = [d for d in sep if d["budget"] <= 3], [d for d in sep if d["budget"] > 3]
         short = short or sep  # (a study with only longer runs)
-        line = (f"- **The measure reads one shared direction.** In every sep-vocab run with N(0, 0.02) embeddings "
-                f"that learned the task up to 3x ({len(short)}) the centred keys sit at "
+        line = (f"- **The raw statistic reads one shared direction.** In every sep-vocab run with the paper's N(0, 0.02) "
+                f"initialisation that learned the task up to 3x ({len(short)}) the centred keys sit at "
                 f"{_span([centred0(d) for d in short], '.2f')} against {rand_c:.3f} random: the raw statistic's "
                 f"{_span([raw0(d) for d in short], '.2f')} is one direction that all 20 key embeddings grow")
         if crossing:
@@ -368,25 +496,55 @@ def conclusions(groups, docs) -> list[str]:
             line += ("; trained longer, the centred keys leave random too (" + ", ".join(
                 f"{_r(centred0(d))} `{d['model']}` at {d['budget']}x" for d in sorted(long_, key=lambda d: d["job"]))
                 + "): past that direction the keys gather further, away from a frame")
-        line += (f". With PyTorch's N(0, 1) embeddings (`init=torch`, {1 / 0.02:.0f} times the N(0, 0.02) scale of both "
-                 "models) the same training leaves it small against the embeddings, in both models: L0 "
-                 f"{ms([raw0(d) for d in t])} (`transformer`) and {ms([raw0(d) for d in m])} (`tinygpt`), centred "
-                 f"{_r(mean([centred0(d) for d in t]))} and {_r(mean([centred0(d) for d in m]))} (random {rand_c:.3f}), "
-                 f"and an error of {mean([error(d) for d in t]):.3f} and {mean([error(d) for d in m]):.3f} "
-                 f"({each}). **The initialisation's scale is the factor that makes our raw keys "
-                 "collinear**, in our model and the authors' alike; both use the paper's N(0, 0.02), so it is not a "
-                 f"departure from the paper. The paper's random value, {PAPER_RANDOM}, is not that of a 32-dimensional "
-                 f"head's keys ({stats.gaussian_abs_cosine(32):.3f} for Gaussian vectors, {rand_raw:.3f} measured): it "
-                 f"is the Gaussian value of about {paper_random_dimension()} dimensions, so the paper's figure was "
-                 "probably not taken on the per-head keys its code measures.")
-        out.append(line)
-    def budgets(c: str) -> list[int]:
-        return cell_budgets(groups, c)
-
+        out.append(line + ".")
+    if have("transformer-init-torch", "tinygpt-init-torch", "transformer", "tinygpt"):
+        t, m = g("transformer-init-torch"), g("tinygpt-init-torch")
+        each = f"{len(t)} seeds each" if len(t) == len(m) else f"{_seeds(t)} and {_seeds(m)}"
+        title = "The initialisation, not yet its scale."
+        line = ("With PyTorch's default initialisation (`init=torch`) the "
+                f"same training leaves the raw statistic small, in both models: L0 {ms([raw0(d) for d in t])} "
+                f"(`transformer`) and {ms([raw0(d) for d in m])} (`tinygpt`), centred {_r(mean([centred0(d) for d in t]))} "
+                f"and {_r(mean([centred0(d) for d in m]))} (random {rand_c:.3f}), an error of "
+                f"{mean([error(d) for d in t]):.3f} and {mean([error(d) for d in m]):.3f} ({each}). But `init=torch` "
+                "changes more than the embedding's scale: the token embedding and the position table are drawn from "
+                f"N(0, 1) ({1 / 0.02:.0f} times the paper's N(0, 0.02)), W_K and every other Linear weight are "
+                "Kaiming-uniform, and the biases are uniform instead of zero.")
+        et, em = g("transformer-init-embed"), g("tinygpt-init-embed")
+        if et or em:
+            base = {c: mean([raw0(d) for d in g(c)]) for c in ("transformer", "tinygpt", "transformer-init-torch",
+                                                               "tinygpt-init-torch")}
+            parts, verdicts = [], []
+            for model, e in (("transformer", et), ("tinygpt", em)):
+                if e:
+                    v = mean([raw0(d) for d in e])
+                    near_torch = abs(v - base[f"{model}-init-torch"]) < abs(v - base[model])
+                    verdicts.append(near_torch)
+                    parts.append(f"L0 {ms([raw0(d) for d in e])} (`{model}`, {_seeds(e)}; centred "
+                                 f"{_r(mean([centred0(d) for d in e]))}, error {mean([error(d) for d in e]):.3f})")
+            line += (" With the token embedding alone at N(0, 1) (`embed_std=1`: W_K, positions and biases as in the "
+                     "paper): " + "; ".join(parts) + ". ")
+            if all(verdicts):
+                title = "The embedding's scale."
+                line += ("That is nearer `init=torch`'s value than the N(0, 0.02) model's: the embedding's scale alone "
+                         "moves the raw statistic")
+            elif not any(verdicts):
+                title = "The initialisation, not its embedding scale."
+                line += ("That is nearer the N(0, 0.02) model's value than `init=torch`'s: the embedding's scale alone "
+                         "does not move the raw statistic; `init=torch`'s other changes do")
+            else:
+                title = "The initialisation: the models disagree on its embedding scale."
+                line += "The two models disagree on whether the embedding's scale alone moves it"
+            missing = [c for c in ("transformer-init-embed", "tinygpt-init-embed") if len(g(c)) < 3]
+            line += (f" (so far: {', '.join(f'`{c}` {len(g(c))} of 3 seeds' for c in missing)})." if missing else ".")
+        else:
+            line += (" Whether the embedding's scale alone does it (the `*-init-embed` cells: `embed_std=1`, W_K, "
+                     "positions and biases as in the paper) is not measured yet, so the factor found is `init=torch` "
+                     "as a whole, not the embedding's scale.")
+        out.append(f"- **{title}** {line}")
     grown = [c for c in HEADLINE if len(budgets(c)) >= 2]
     if grown:
-        def path(values: list[float]) -> str:
-            return " → ".join(_r(v) for v in values)
+        def path(values: list[float], spec: str = ".3f") -> str:
+            return " → ".join(format(v, spec) for v in values)
 
         def when(c: str) -> str:
             bs = budgets(c)
@@ -398,46 +556,49 @@ def conclusions(groups, docs) -> list[str]:
         for c in grown:
             bs = budgets(c)
             raw, cen = ([mean([fn(d) for d in g(c, b)]) for b in bs] for fn in (raw0, centred0))
-            away = all(y > x for values in (raw, cen) for x, y in zip(values, values[1:]))
+            whole = [whole_layer(g(c, b)[0]) for b in bs]
             parts.append(f"{'' if shared else when(c) + ' '}`{c}`'s error goes "
-                         f"{' → '.join(format(mean([error(d) for d in g(c, b)]), '.3f') for b in bs)} while its "
-                         f"keys {'move further from orthogonal' if away else 'go'} (L0 {path(raw)}, centred "
-                         f"{path(cen)})")
+                         f"{path([mean([error(d) for d in g(c, b)]) for b in bs], '.4f')} while its keys go L0 "
+                         f"{path(raw)}, centred {path(cen)}"
+                         + (f", whole layer {path([w['mean'] for w in whole])}" if all(whole) else ""))
         lead = (when(grown[0]) + " " if shared else "") + "; ".join(parts)
-        below = [d["job"] for d in docs for v in ("raw", "centred")
-                 if d["key_frame"][f"tokens_{v}"]["p_below_random_layer0"] < 0.05]
-        fits = {c: budget_fit(groups, c) for c in grown}
-        longest = {c: budgets(c)[-1] for c in grown}
-        line = ("- **Not the budget we can reach.** " + lead[0].upper() + lead[1:]
+        below = sorted({d["job"] for d in docs for v in ("raw", "centred")
+                        if d["key_frame"][f"tokens_{v}"]["p_below_random_layer0"] < 0.05})
+        line = ("- **Precision without a frame.** " + lead[0].upper() + lead[1:]
                 + ". The earlier paired run at 10x rose too ([results](results/geometry.md#the-key-frame-over-a-ten-times-"
-                f"longer-run)), and the authors' code at 5x stayed at {AUTHORS_CODE['5x']}. "
+                "longer-run)). "
                 + ("No run is below its random value in the paper's direction (Monte Carlo p < 0.05), raw or centred. "
-                   if not below else f"Below their random value (p < 0.05): {', '.join(sorted(set(below)))}. ")
-                + "The straight line in log10(steps) through the budgets has a slope of "
-                + ", ".join(f"{f['slope']:+.3f} per decade (`{c}`)" for c, f in fits.items() if f) + "; ")
-        never = all(f and not math.isfinite(f["steps_random"]) and not math.isfinite(f["steps_target"])
-                    for f in fits.values())
-        target = next(f["target"] for f in fits.values() if f)
-        line += ((f"it reaches neither the random value nor the paper's level ({PAPER_TRAINED} / {PAPER_RANDOM} of "
-                  f"random, {target:.3f}) at any budget, the paper's {PAPER_STEPS[0] // 1000}k and "
-                  f"{PAPER_STEPS[1] // 1000}k steps included: on this trend the claim needs no longer run but another "
-                  "regime.") if never else "the extrapolation table on the results page gives the steps it would need.")
-        seeds = sorted({len(g(c, longest[c])) for c in grown})
-        counts = sorted({len(budgets(c)) for c in grown})
-        line += (f" {' or '.join(map(str, counts))} budgets per model, with {' or '.join(map(str, seeds))} "
-                 f"seed{'s' if seeds != [1] else ''} at the longest, are a thin basis for a line.")
+                   if not below else f"Below their random value (p < 0.05): {', '.join(below)}. "))
+        longest = [(c, budgets(c)[-1], g(c, budgets(c)[-1])) for c in grown]
+        reached = [(c, b, x) for c, b, x in longest if mean([error(d) for d in x]) <= AUTHORS_PRODUCTION["error"] * 1.2
+                   and all(whole_layer(d) for d in x)]
+        if reached:
+            line += "; ".join(
+                f"At {b}x `{c}` reaches {mean([error(d) for d in x]):.4f} bits, about the authors' production run's "
+                f"{AUTHORS_PRODUCTION['error']} (their report: 6 × 6 × 192, {AUTHORS_PRODUCTION['steps'] // 1000}k "
+                f"steps), with its whole layer's keys at {mean([whole_layer(d)['mean'] for d in x]):.3f} against "
+                f"{closed_form(x[0], True, False):.3f} random" for c, b, x in reached)
+            line += (": at the precision the authors report, our keys are a shared direction, not a frame. In this "
+                     "regime (keys drawn without replacement, 3 × 4 × 128, N(0, 0.02)) a longer run is not what the "
+                     "frame lacks; whether another regime gives it (keys drawn with replacement, the paper's size) is "
+                     "the open question of the next bullet and of the GPU script.")
+        else:
+            line += ("No model reaches the authors' reported precision "
+                     f"({AUTHORS_PRODUCTION['error']} bits) here, so the budget is not settled by these runs.")
         out.append(line)
-    singles = [d for d in docs if frame_verdict(d).startswith("**")]
-    others = [d for d in docs if d not in singles]
+    taught = [d for d in docs if learned(d)]  # a run on its plateau has no head to find
+    singles = [d for d in taught if frame_verdict(d).startswith("**")]
+    others = [d for d in taught if d not in singles]
     near = [d for d in others if d["ablation"]["heads"][0]["ratio"] >= FRAME_DAMAGE
-            and d["ablation"]["frame_head"]["ratio_to_second"] >= 0.9 * FRAME_RATIO]
+            and to_second(d) >= 0.9 * FRAME_RATIO]
 
     def head(d: dict) -> str:
         return (f"`{d['job']}` {d['ablation']['heads'][0]['name']} (error ×{d['ablation']['heads'][0]['ratio']:.2f}, "
-                f"{d['ablation']['frame_head']['ratio_to_second']:.2f}× the runner-up)")
+                f"{to_second(d):.2f}× the runner-up)")
     verb = "doubles" if FRAME_DAMAGE == 2 else f"multiplies by {FRAME_DAMAGE:g}"
     line = (f"- **A frame head by seed, not by orthogonality.** {len(singles)} run{'s' if len(singles) != 1 else ''} of "
-            f"{len(docs)} {'has' if len(singles) == 1 else 'have'} a single frame head by the rule (the most damaging "
+            f"{len(taught)} that learned the task {'has' if len(singles) == 1 else 'have'} a single frame head by the "
+            "rule (the most damaging "
             f"head does at least {FRAME_RATIO:g}x the runner-up's damage and at least {verb} the error)"
             + (": " + "; ".join(f"{head(d)}, with L0 keys at {_r(raw0(d))}" for d in singles) if singles else "")
             + ".")
@@ -445,20 +606,21 @@ def conclusions(groups, docs) -> list[str]:
         line += " Near misses (at least 0.9x the rule's ratio): " + "; ".join(head(d) for d in near) + "."
     rest = [d for d in others if d not in near]
     if rest:
-        spread = _span([d["ablation"]["frame_head"]["ratio_to_second"] for d in rest], ".2f")
+        spread = _span([to_second(d) for d in rest], ".2f")
         line += f" The other runs' most damaging head does {spread}x the runner-up's damage."
     torch_init = [d for d in docs if d["model_config"]["init"] != "torch" and d["budget"] == 1 and learned(d)]
     torch_runs = [d for d in docs if d["model_config"]["init"] == "torch"]
     if torch_runs and torch_init:
-        line += (f" With N(0, 1) embeddings, whose keys are near random, the most damaging head multiplies the error by "
+        line += (f" With `init=torch`, whose keys are near random, the most damaging head multiplies the error by "
                  f"{_span([d['ablation']['heads'][0]['ratio'] for d in torch_runs], '.1f')}, against "
                  f"{_span([d['ablation']['heads'][0]['ratio'] for d in torch_init], '.1f')} in the other 1x runs that "
                  "learned the task.")
     line += (" A frame head, where there is one, does not need orthogonal keys, as the authors' follow-up says "
              "(orthogonality picks the wrong head): the ablation, not the key statistic, is the test of it.")
+
     def bypass(budget: int) -> list[float]:  # the error's ratio with the block of layer 1 or 2 removed
-        return [b["ratio"] for d in docs if d["budget"] == budget for b in d["ablation"]["blocks"]
-                if b["name"] in ("L1.block", "L2.block")]
+        return [b["ratio"] for d in docs if d["budget"] == budget and not with_replacement(d)
+                for b in d["ablation"]["blocks"] if b["name"] in ("L1.block", "L2.block")]
 
     if bypass(3):
         line += (f" At 3x the blocks of layers 1 and 2 can be bypassed at little cost (the error ×"
@@ -466,26 +628,38 @@ def conclusions(groups, docs) -> list[str]:
     for budget in sorted({d["budget"] for d in docs if d["budget"] > 3}):
         line += f" At {budget}x bypassing one of them multiplies the error by {_span(bypass(budget), '.2f')}."
     out.append(line)
-    repl = [d for d in docs if d["task_params"].get("with_replacement", False)]
+    repl = regime_docs(docs)
     paired = [d for c in ("transformer-paired", "tinygpt-paired") for d in g(c)]
     if repl and paired:
         flat = [d for d in repl if not learned(d)]
-        keys = ", ".join(f"`{d['cell']}` {_r(raw0(d))}" for d in repl)
-        paired_error = _span([error(d) for d in paired], ".2f")
-        out.append(
-            "- **What the keys are used for.** In none of these runs does a key's identity bear on what the model has "
-            "learned: in sep-vocab without replacement every key is new, so only its role (a key is here) matters; in "
-            "the paired format the one position that needs it, the final query (a lookup of a context key, delta "
-            f"posterior), is not learned at 1x, which is why the paired runs' error is {paired_error} "
-            f"against the authors' {AUTHORS_CODE['error_1x']} over the key positions alone (their evaluation leaves the "
-            f"query out; the uniform guess there is log2 20 = {math.log2(20):.2f} bits); and with keys drawn with "
-            f"replacement (where a repeated key has a delta posterior) {len(flat)} of {len(repl)} runs never left the "
-            f"plateau in {repl[0]['steps']:,} steps (error {_span([error(d) for d in flat], '.2f') if flat else '-'}; "
-            f"L0 raw {keys}, centred "
-            f"{_span([centred0(d) for d in repl])}). A frame of distinguishable keys is what a lookup needs; that the "
-            "paper's frame belongs to a regime where the lookup is learned (the paired query; or keys with replacement, "
-            "if the authors' production run, named `bijection_v20_repl`, drew them so, as their data code does by "
-            "default) is a reading these runs cannot test, not a finding.")
+        tried = sorted({(d["train"]["lr"], d["train"]["warmup"], d["steps"]) for d in repl})
+        theirs = [a for a in authors if a["with_replacement"]]
+        key_err = [a for a in authors if not a["with_replacement"] and a["steps"] == paired[0]["steps"]]
+        line = ("- **The authors' production regime: keys drawn with replacement.** Their data code draws the keys "
+                "with replacement by default, so a repeated key has a delta posterior, a lookup the model must learn "
+                "(the `repo` profile now draws them so; the main job's quick profile does not). With our trainer "
+                f"{len(flat)} of {len(repl)} runs never left the plateau (error at the end "
+                f"{_span([error(d) for d in flat], '.2f') if flat else '-'} bits, at step 0 "
+                f"{_span([d['dynamics']['entropy_error'][0] for d in flat], '.2f') if flat else '-'}), over what was "
+                "tried: " + ", ".join(f"lr {lr:g} with {w} warm-up steps for {s:,} steps" for lr, w, s in tried)
+                + " (the results page has the table and the learning curves).")
+        if theirs:
+            a = theirs[0]
+            errs = [c["entropy_error"] for c in a["curve"]]
+            line += (f" The authors' own code in this regime ({a['format']}, {a['steps']:,} steps) goes from "
+                     f"{errs[0]:.3f} to {errs[-1]:.3f} bits over the key positions"
+                     + (", so it leaves the plateau where ours does not" if errs[-1] < errs[0] and flat
+                        else ": on its plateau too" if errs[-1] >= errs[0] else "")
+                     + ".")
+        line += (f" In the paired format the final query (a lookup of a context key) is not learned at 1x either, "
+                 f"which is why the paired runs' error is {_span([error(d) for d in paired], '.2f')} (the query "
+                 f"averaged in; a uniform guess there costs log2 20 = {math.log2(20):.2f} bits)"
+                 + (f", against {key_err[0]['final']['entropy_error']:.3f} over the key positions alone for the "
+                    "authors' code" if key_err else "")
+                 + ". A frame of distinguishable keys is what a lookup needs; that the paper's frame belongs to a "
+                 "regime where the lookup is learned is a reading these runs cannot test, not a finding: no run here "
+                 "learned a lookup.")
+        out.append(line)
     return out
 
 
@@ -506,8 +680,7 @@ def curves_figure(groups, path: Path) -> Path:
     """Layer-0 key orthogonality over training, one line per single-factor cell; a factor has the
     same colour and marker in both panels."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    panels = {model: [c for c in cell_order((c, g[0]["factor"]) for (c, b), g in groups.items() if b == 1)
-                      if groups[(c, 1)][0]["model"] == model] for model in HEADLINE}
+    panels = {model: [c for c in one_factor_cells(groups) if groups[(c, 1)][0]["model"] == model] for model in HEADLINE}
     factors = list(dict.fromkeys(factor_name(c) for cells in panels.values() for c in cells))
     for ax, (model, cells) in zip(axes, panels.items()):
         for cell in cells:
@@ -621,22 +794,48 @@ def planned_jobs() -> list[str]:
     return [study.job_name(*job) for job in study.PLAN]
 
 
+def regime_figure(docs, authors, path: Path) -> Path:
+    """The learning curves (entropy error on the probe batch) of every run with keys drawn with
+    replacement, the authors' code's among them, beside our 1x run without replacement."""
+    fig, ax = plt.subplots(figsize=(11, 4))
+    for d in regime_docs(docs):
+        dyn = d["dynamics"]
+        ax.plot(np.maximum(dyn["steps"], 1), dyn["entropy_error"], marker=".", label=d["job"])
+    for a in (a for a in authors if a["with_replacement"]):
+        ax.plot([max(c["step"], 1) for c in a["curve"]], [c["entropy_error"] for c in a["curve"]], marker="s", ls="--",
+                label=f"{a['job']} (the authors' code)")
+    ref = next((d for d in docs if d["job"] == "transformer-1x-s0"), None)
+    if ref is not None:
+        ax.plot(np.maximum(ref["dynamics"]["steps"], 1), ref["dynamics"]["entropy_error"], color="k", lw=1, ls=":",
+                label="transformer-1x-s0 (keys without replacement)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("step (step 0 drawn at 1)")
+    ax.set_ylabel("entropy error (bits, probe batch)")
+    ax.set_title("Keys drawn with replacement: learning curves of what was tried")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    return save_figure(fig, path, metadata=PNG)
+
+
 def render(results: Path, page: Path, figures: Path, guide: Path | None = None) -> list[Path]:
     """The page and its figures; with ``guide`` (docs/geometry.md), its conclusions block too."""
     docs = load(results)
     missing = [j for j in planned_jobs() if j not in {d["job"] for d in docs}]
-    gpu = load(Path(results) / "gpu") if (Path(results) / "gpu").is_dir() else []
+    gpu, authors, random_docs = (load(Path(results) / sub) for sub in ("gpu", "authors", "random"))
     groups = by_cell(docs)
     rel = Path(figures).name
     written = [curves_figure(groups, Path(figures) / "keyframe_factors.png"),
                budget_figure(groups, Path(figures) / "keyframe_budget.png"),
                ablation_figure(docs, Path(figures) / "keyframe_ablation.png")]
-    d_random = paper_random_dimension()
-    t = docs[0]["train"]
+    if regime_docs(docs):
+        written.append(regime_figure(docs, authors, Path(figures) / "keyframe_regime.png"))
+    t = next(d for d in docs if d["cell"] == "transformer")["train"]
+    paper = paper_size_whole_layer(random_docs)
     lines = [
         "# Paper I's key frame: the model, the measure, or the budget?",
         "",
-        "<!-- generated by `python scripts/keyframe_study.py render` from results/keyframe/*.json; do not edit -->",
+        "<!-- generated by `python scripts/keyframe_study.py render` from results/keyframe/; do not edit -->",
         "",
         "Paper I reports that the keys of the hypothesis tokens in layer 0 are *more* orthogonal than at",
         f"random weights (mean |off-diagonal cosine| {PAPER_TRAINED} against {PAPER_RANDOM}) and that removing",
@@ -654,20 +853,26 @@ def render(results: Path, page: Path, figures: Path, guide: Path | None = None) 
         "",
         "Reproduce (one torch thread; jobs resume from `runs/keyframe/<job>`):",
         "",
-        "<!-- docs: fast; illustrative \"keyframe_study.py run\" (hours of CPU: 10-75 minutes a job on a shared core) -->",
+        "<!-- docs: fast; illustrative \"keyframe_study.py run\" (hours of CPU: 10-75 minutes a job on a shared core); "
+        "illustrative \"keyframe_random.py\" (half a minute; section 1 shows what it wrote); illustrative "
+        "\"keyframe_authors.py\" (minutes of CPU, and the authors' code beside the repository) -->",
         "```bash",
         "python scripts/keyframe_study.py plan      # the jobs and which are done",
         "python scripts/keyframe_study.py run       # train + diagnose the missing ones -> results/keyframe/<job>.json",
+        "python scripts/keyframe_random.py          # the random value without training (seconds)",
+        "python scripts/keyframe_authors.py         # the authors' own code (../shared/bench/authors)",
         "python scripts/keyframe_study.py render    # this page and docs/results/figures/keyframe_*.png",
         "```",
         "",
         f"Protocol: batch {t['batch_size']}, AdamW betas {tuple(t['betas'])}, weight decay {t['weight_decay']}, "
         f"{t['warmup']} warmup steps then {t['schedule']}, clip {t['grad_clip']}, lr {t['lr']} for every cell "
-        "(the quick profile's shared rate and the authors' recipe; not searched per cell), 3 layers × 4 heads × "
-        "d 128 for both models; budgets are multiples of the quick profile's 1200 steps. The statistic: "
-        "mean |off-diagonal cosine| of the keys E·W_Kᵀ of the 20 key tokens' raw embeddings, per head "
-        "(the authors' procedure, `tokens_raw`), averaged over a layer's heads; `centred`: the same keys "
-        "minus their mean over the tokens. Random: 200 fresh initialisations of the same architecture. "
+        "(the quick profile's shared rate and the authors' recipe; not searched per cell; the trials of section 4 "
+        "change it), 3 layers × 4 heads × d 128 for both models; budgets are multiples of the quick profile's 1200 "
+        "steps. The statistic: mean |off-diagonal cosine| of the keys E·W_Kᵀ of the 20 key tokens' raw "
+        "embeddings, for the **whole layer** (every head's keys side by side, d_model dimensions: the reading "
+        "whose random value is the paper's, section 1) and per head (the authors' code, `tokens_raw`, averaged "
+        "over a layer's heads); `centred`: the same keys minus their mean over the tokens. Random: 200 fresh "
+        "initialisations of the same architecture, and the closed form. "
         f"Probe: {docs[0]['probe']['n_sequences']} sequences; entropy error on 2000 held-out sequences.",
         "",
         "## Every comparison, in numbers",
@@ -677,42 +882,75 @@ def render(results: Path, page: Path, figures: Path, guide: Path | None = None) 
         f"Jobs: {len(docs)} of the plan's {len(docs) + len(missing)} ran"
         + (f"; not run (CPU time): {', '.join(f'`{j}`' for j in missing)}." if missing else "."),
         "",
-        "## 1. One factor at a time (1x = 1200 steps)",
+        "## 1. The measure: the whole layer, and its random value",
+        "",
+        "Keys K = E·W_Kᵀ of n isotropic embeddings E (d = d_model dimensions) under a random m × d W_K: given "
+        "W_K they are Gaussian with covariance S = W_K W_Kᵀ, whose effective dimension tr(S)² / tr(S²) is "
+        "m·d/(m + d + 1) in expectation (E tr S = m·d·s², E tr S² = m·d·(m + d + 1)·s⁴, the second moment of a "
+        "Wishart matrix). The cosine of two keys is then about N(ρ, σ²) with σ = (1 − ρ²)/√d_eff, ρ = 0 raw "
+        "(E|cos| ≈ √(2/(π·d_eff))) and ρ = −1/(n − 1) centred (the folded normal's mean): "
+        "`windtunnel.stats.random_key_abs_cosine`, tested against its Monte Carlo at seven (m, d) "
+        "(`tests/geometry/test_geometry_stats.py`). Per head m = d_head; for the whole layer m = d_model.",
+        "",
+        "Without training (`python scripts/keyframe_random.py`, results/keyframe/random): fresh models, the "
+        f"closed form and its Monte Carlo, against the paper's random value {PAPER_RANDOM}"
+        + (": at the paper's size the whole layer reads " + ", ".join(f"{v:.3f} (`{m}`)" for m, v, _ in paper)
+           + f", closed form {paper[0][2]:.4f}." if paper else "."),
+        "",
+        *(random_table(random_docs) if random_docs else ["Not run yet."]),
+        "",
+        "Trained, layer 0 (the headline cells, the paired cells at 1x, and every run that recorded the whole layer "
+        "centred; '-': not recorded, the runs before the whole layer was a variant of the analysis kept its raw "
+        "reading alone):",
+        "",
+        *measure_table(groups),
+        "",
+        "## 2. One factor at a time (1x = 1200 steps)",
         "",
         "Each row changes one thing from its model's defaults (`transformer`: LayerNorm, biases, head "
         "tied over the answers, N(0, 0.02); `tinygpt`: RMSNorm eps 1e-6, no biases, head tied over the "
-        "whole vocabulary, N(0, 0.02)). Mean ± standard deviation over seeds where there are several.",
+        "whole vocabulary, N(0, 0.02)). `init=torch` is PyTorch's defaults (embedding and positions N(0, 1), "
+        "Linear weights and biases Kaiming-uniform); `*-init-embed` changes the token embedding alone to N(0, 1) "
+        "(`embed_std=1`; with the tied head, the head with it). Mean ± standard deviation over seeds where there "
+        "are several.",
         "",
         *factor_table(groups),
         "",
         "The layer-0 statistic of each of these runs over training is the figure at the top of the page.",
         "",
-        "## 2. Budget",
+        "## 3. Budget",
         "",
         *budget_table(groups),
         "",
         f"![key statistic and entropy error over training at each budget run]({rel}/keyframe_budget.png)",
         "",
-        "### Extrapolation",
+        "## 4. The authors' production regime: keys drawn with replacement",
         "",
-        "A straight line of the end-of-run L0 raw statistic against log10(steps), over the budgets "
-        "each run trained to the end of its own schedule. \"Paper's level (scaled)\" is the paper's "
-        "trained/random ratio applied to our random value. A line that does not fall never reaches "
-        "either; \"> 1\": the line has left the statistic's range (a mean |cosine| is at most 1).",
+        "The authors' data code draws the keys with replacement by default (`with_replacement=True`), so a "
+        "repeated key has a delta posterior: a lookup. Our bijection tunnel has it as "
+        "`task_params.with_replacement` (default false, the main job's), recorded in every run's config; the "
+        "`repo` profile and the GPU script set it. Why it starts on a plateau: averaged over the key that comes, "
+        "each value already revealed is the answer with probability 1/V, as each one not yet revealed, so "
+        "elimination alone gains nothing and the first gain needs the whole lookup ([geometry guide]"
+        "(../geometry.md#why-our-layer-0-keys-are-collinear-the-key-frame-study)). What was tried on the CPU (one "
+        "torch thread; rates, a long warm-up, a longer budget), with the key frame and the head ablation at the "
+        "end of each run; a curriculum (`train.curriculum`) is not among them: it grows an integer task "
+        "parameter that keeps the sequence format, and the bijection's V and L both change it:",
         "",
-        *extrapolation_table(groups),
+        *(regime_table(docs, authors) if regime_docs(docs) else ["No run yet."]),
         "",
-        "## 3. The measure",
+        *([f"![learning curves with keys drawn with replacement]({rel}/keyframe_regime.png)", ""]
+          if regime_docs(docs) else []),
+        "## 5. The authors' own code",
         "",
-        "Per head (d_head = 32 dimensions: the authors' code) against the keys of all heads of the "
-        "layer taken together (d_model = 128). The paper's random value, "
-        f"{PAPER_RANDOM}, is the Gaussian E|cos| of {d_random}-dimensional vectors "
-        f"({stats.gaussian_abs_cosine(d_random):.4f}), not of a 32-dimensional head's keys: the "
-        "paper's statistic was not taken on the per-head keys its code measures.",
+        "Their TinyGPT and bijection data, unchanged (`../shared/bench/authors`), trained with this page's CPU "
+        "protocol at 3 × 4 × 128 in the paired format and measured their way (`scripts/keyframe_authors.py`: "
+        "per head, raw token embeddings through layer 0's W_K; the entropy error over the key positions, the "
+        "query left out as their evaluation does):",
         "",
-        *measure_table(groups),
+        *(authors_table(authors) if authors else ["Not run yet."]),
         "",
-        "## 4. The frame head by ablation",
+        "## 6. The frame head by ablation",
         "",
         "Every head zeroed in turn (`geometry/ablation.py`, 256 probe sequences, paired bootstrap 95% "
         f"CI). Verdict rule: a **single frame head** when the most damaging head does ≥ {FRAME_RATIO:g}× "
@@ -723,21 +961,23 @@ def render(results: Path, page: Path, figures: Path, guide: Path | None = None) 
         "",
         f"![ranked head ablations]({rel}/keyframe_ablation.png)",
         "",
-        "## 5. Paper budget on a GPU",
+        "## 7. Paper budget on a GPU",
         "",
     ]
     if gpu:
         lines += ["`python scripts/gpu/keyframe_paper_budget.py` (results/keyframe/gpu):", "",
                   *gpu_table(gpu), ""]
     else:
-        lines += ["Not run yet. `python scripts/gpu/keyframe_paper_budget.py` trains our transformer (the quick "
-                  "profile's options at the paper's size) and `tinygpt` at the paper's (paired, 100k steps) and "
-                  "the authors' production (sep-vocab, 50k steps) budgets, diagnoses them and writes "
-                  "`results/keyframe/gpu/*.json`, which this page then shows.", ""]
+        lines += ["Not run yet (no GPU was available). `python scripts/gpu/keyframe_paper_budget.py` trains our "
+                  "transformer (the quick profile's options at the paper's size) and `tinygpt` at the paper's "
+                  "(paired, 100k steps) and the authors' production (sep-vocab, keys drawn with replacement, the "
+                  "`repo` profile's 50k steps) budgets, diagnoses them and writes `results/keyframe/gpu/*.json`, "
+                  "which this page then shows.", ""]
+    extra = [*random_docs, *authors]
     lines += [
         "## Provenance",
         "",
-        f"Machine: {machine_line(docs)}.",
+        f"Machine: {machine_line(docs + extra)}.",
         "",
         "<details markdown>",
         "<summary>Each job: its commit, start, wall and training time, the load and what ran beside it</summary>",
@@ -746,12 +986,23 @@ def render(results: Path, page: Path, figures: Path, guide: Path | None = None) 
         "",
         "</details>",
         "",
+        *(["The random value and the authors' code:", "", *extra_provenance_table(extra), ""] if extra else []),
     ]
     Path(page).parent.mkdir(parents=True, exist_ok=True)
     Path(page).write_text("\n".join(lines))
     if guide is not None:
-        write_block(guide, conclusions(groups, docs))
+        write_block(guide, conclusions(groups, docs, authors, random_docs))
     return [Path(page), *written, *([Path(guide)] if guide is not None else [])]
+
+
+def extra_provenance_table(docs) -> list[str]:
+    rows = []
+    for d in docs:
+        p = d["provenance"]
+        load_ = p["load_while_running"]
+        rows.append([f"`{p['command']}`", p["commit"][:10] + (" (dirty)" if p["dirty"] else ""), p["started"],
+                     f"{p['wall_seconds'] / 60:.1f}", f"{load_['load1_mean']:.1f} (max {load_['load1_max']:.1f})"])
+    return table(["command", "commit", "started (UTC)", "wall (min)", "load average"], rows)
 
 
 def gpu_table(docs) -> list[str]:

@@ -7,6 +7,7 @@ ablations, for our ``transformer`` and the authors' architecture (``tinygpt``).
 
     python scripts/keyframe_study.py plan                # the jobs, and which are done
     python scripts/keyframe_study.py run [--only GLOB]   # train + diagnose what is missing (resumable)
+    python scripts/keyframe_study.py run --only JOB --again  # run a job with results again (new analyses)
     python scripts/keyframe_study.py collect             # rebuild the JSON data from the run folders
     python scripts/keyframe_study.py render              # results/keyframe/*.json -> docs/results/keyframe.md
                                                          # and docs/geometry.md's conclusions
@@ -54,8 +55,17 @@ LR = 3e-3
 SHAPE = {"n_layers": 3, "n_heads": 4, "d_model": 128}  # the quick profile's transformer
 PROBE = {"n_sequences": 256, "seed": 0}  # the diagnostics' probe batch
 ANALYSES = ["key_frame", "ablation", "dynamics"]
-#: key-frame variants kept: the key tokens' raw and centred keys, and (sep-vocab) the value tokens'
-VARIANTS = ("tokens_raw", "tokens_centred", "value_tokens_raw", "value_tokens_centred")
+#: key-frame variants kept: the key tokens' raw and centred keys, per head and for the whole layer
+#: (every head's keys together: the paper's reading), and (sep-vocab) the value tokens' per head
+VARIANTS = ("tokens_raw", "tokens_centred", "layer_raw", "layer_centred", "value_tokens_raw", "value_tokens_centred")
+
+
+#: (tag, overrides, what) of the trials on keys drawn with replacement (the ``regime`` factor)
+REGIME_TRIALS = [
+    ("lr1e-3", {"train.lr": 1e-3}, "lr 1e-3"),
+    ("lr3e-4", {"train.lr": 3e-4}, "lr 3e-4 (the authors' production rate)"),
+    ("warmup", {"train.warmup": 600}, "lr 3e-3 after a warm-up of half the 1x budget (600 steps)"),
+]
 
 
 @dataclass(frozen=True)
@@ -86,12 +96,23 @@ CELLS = {
                                    "transformer, PyTorch's default initialisation"),
     "tinygpt-init-torch": Cell("tinygpt", {"model_params.init": "torch"}, "init",
                                "tinygpt, PyTorch's default initialisation"),
+    # the embedding's scale alone (issue 57): N(0, 1) token embeddings, W_K, positions and biases
+    # as in the paper (N(0, 0.02), zero); init=torch changes all of them
+    "transformer-init-embed": Cell("transformer", {"model_params.embed_std": 1.0}, "init",
+                                   "transformer, token embeddings N(0, 1), everything else N(0, 0.02)"),
+    "tinygpt-init-embed": Cell("tinygpt", {"model_params.embed_std": 1.0}, "init",
+                               "tinygpt, token embeddings N(0, 1), everything else N(0, 0.02)"),
     # not in the issue's list: keys drawn with replacement (the authors' data code's default), so
     # that a repeated key must be matched to its earlier occurrence and key identity matters
     "transformer-replacement": Cell("transformer", {"task_params.with_replacement": True}, "task",
                                     "transformer, keys drawn with replacement"),
     "tinygpt-replacement": Cell("tinygpt", {"task_params.with_replacement": True}, "task",
                                 "tinygpt, keys drawn with replacement"),
+    # the authors' production regime (keys with replacement), trained with what the field would
+    # try to leave a plateau: another rate, a long warm-up, a longer budget (issue 57)
+    **{f"{m}-replacement-{tag}": Cell(m, {"task_params.with_replacement": True, **ch}, "regime",
+                                      f"{m}, keys drawn with replacement, {what}")
+       for m in ("transformer", "tinygpt") for tag, ch, what in REGIME_TRIALS},
 }
 
 #: (cell, budget multiple, seed), in the order they run: the decisive comparisons first (the
@@ -109,6 +130,11 @@ PLAN = [
     *[(c, 1, 0) for c in ("tinygpt-tie-answers", "tinygpt-layernorm")],
     *[("tinygpt-init-torch", 1, s) for s in (1, 2)],
     *[(c, 1, s) for s in (1, 2) for c in ("transformer-paired", "tinygpt-paired")],
+    # issue 57: the production regime, small budgets first, then longer
+    *[(f"transformer-replacement-{tag}", 1, 0) for tag, _, _ in REGIME_TRIALS],
+    ("transformer-replacement", 3, 0),
+    # issue 57: the embedding's scale alone, both models, three seeds
+    *[(c, 1, s) for s in (0, 1, 2) for c in ("transformer-init-embed", "tinygpt-init-embed")],
 ]
 
 
@@ -201,31 +227,8 @@ def layer_means(variant: dict) -> dict:
     return {"mean": [x["mean"] for x in layers], "random": [x["random_mean"] for x in layers],
             "init": [x["init_mean"] for x in layers], "per_head_layer0": layers[0]["per_head"],
             "p_below_random_layer0": layers[0]["test_vs_random"]["p"],
-            "p_two_sided_layer0": layers[0]["test_vs_random"]["p_two_sided"]}
-
-
-def whole_layer_keys(run_dir: Path) -> dict:
-    """The measure's other reading: the keys of every head of a layer concatenated (d_model
-    dimensions, as a layer-wide statistic would take them) instead of one head's d_head; trained,
-    step 0 and the Gaussian value of that dimension."""
-    import torch
-
-    from windtunnel import stats
-    from windtunnel.geometry import key_frame
-    from windtunnel.geometry.context import Context
-
-    ctx = Context(run_dir, n_sequences=2, seed=0)
-    tokens, _ = key_frame.hypothesis_tokens(ctx.task)
-
-    def per_layer(model) -> list[float]:
-        with torch.no_grad():
-            vecs = key_frame.frame_vectors(model, tokens, "tokens_raw")  # per layer (H, n, d_head)
-        return [float(stats.mean_offdiag_abs_cosine(v.permute(1, 0, 2).reshape(v.shape[1], -1).numpy())) for v in vecs]
-
-    d = ctx.model.config.d_model
-    return {"mean": per_layer(ctx.model), "init": per_layer(ctx.init_model), "dim": d,
-            "gaussian": stats.gaussian_abs_cosine(d),
-            "gaussian_d_head": stats.gaussian_abs_cosine(d // ctx.model.config.n_heads)}
+            "p_two_sided_layer0": layers[0]["test_vs_random"]["p_two_sided"],
+            **({"random_closed_form": variant["random_closed_form"]} if "random_closed_form" in variant else {})}
 
 
 def resolved_model(cfg: dict) -> dict:
@@ -254,8 +257,7 @@ def summarise(run_dir: Path, diag: dict, **meta) -> dict:
         "steps": cfg["train"]["steps"], "lr": cfg["train"]["lr"], "n_params": ev["n_params"],
         "train_seconds": ev["train_seconds"],
         "entropy_error": main["entropy_error_mean_abs"], "kl_bayes_model": main["kl_bayes_model"],
-        "key_frame": {**{v: layer_means(kf[v]) for v in VARIANTS if v in kf},  # value_: the sep-vocab's value tokens
-                      "whole_layer_raw": whole_layer_keys(run_dir)},
+        "key_frame": {v: layer_means(kf[v]) for v in VARIANTS if v in kf},  # value_: the sep-vocab's value tokens
         "ablation": {"baseline_entropy_error": abl["baseline"]["entropy_error"], "frame_head": abl["frame_head"],
                      "heads": [{k: h[k] for k in ("name", "delta_entropy_error", "delta_lo", "delta_hi", "ratio")}
                                for h in heads],
@@ -293,8 +295,9 @@ def cmd_run(args) -> None:
     for cell, budget, seed in selected(args.only):
         name = job_name(cell, budget, seed)
         out = RESULTS / f"{name}.json"
-        if out.is_file():
+        if out.is_file() and not args.again:
             continue
+        previous = json.loads(out.read_text()) if out.is_file() else None
         run_dir = RUNS / name
         cfg = resolve_run("bijection", CELLS[cell].model, "quick", job_overrides(cell, budget, seed))
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -305,8 +308,11 @@ def cmd_run(args) -> None:
             diag = run_diagnostics(run_dir, ANALYSES, progress=False, **PROBE)
         doc = summarise(run_dir, diag, job=name, cell=cell, budget=budget, seed=seed, factor=CELLS[cell].factor,
                         what=CELLS[cell].what)
+        if previous is not None:  # a job run again: the same training, or the record says how it differs
+            doc["rerun_of"] = {"commit": previous["provenance"]["commit"], "started": previous["provenance"]["started"],
+                               "entropy_error": previous["entropy_error"]["value"]}
         doc["provenance"] = {
-            "command": f"python scripts/keyframe_study.py run --only {name}",
+            "command": f"python scripts/keyframe_study.py run --only {name}" + (" --again" if args.again else ""),
             **git_commit(), "started": started, "wall_seconds": round(time.perf_counter() - t0, 1),
             "machine": machine(), "load_while_running": load.summary(),
             "note": "training resumes from its folder: wall_seconds covers this invocation only",
@@ -345,6 +351,10 @@ def main(argv: list[str] | None = None) -> None:
     for step in ("plan", "run", "collect"):
         p = sub.add_parser(step)
         p.add_argument("--only", nargs="*", help="job names or glob patterns (default: the whole plan)")
+        if step == "run":
+            p.add_argument("--again", action="store_true",
+                           help="run the jobs whose results exist again (the analyses added since: e.g. the whole "
+                                "layer's centred keys); the record keeps the earlier run's commit and error")
     sub.add_parser("render")
     args = ap.parse_args(argv)
     {"plan": cmd_plan, "run": cmd_run, "collect": cmd_collect, "render": cmd_render}[args.step](args)

@@ -43,7 +43,7 @@ def test_the_geometry_guides_conclusions_are_their_data_rendered(rendered):
     (or data changed without rendering) fails here."""
     out, _ = rendered
     text = (out / "geometry.md").read_text()
-    assert "keyframe:conclusions" in text and "**The initialisation's scale is the factor" in text
+    assert "keyframe:conclusions" in text and "**The paper's number is the whole layer's.**" in text
     assert GUIDE.read_text() == text, ("docs/geometry.md's key-frame conclusions differ from what results/keyframe/*.json "
                                        "render to; run `python scripts/keyframe_study.py render` and commit the page")
 
@@ -68,7 +68,7 @@ def test_every_result_carries_its_provenance():
 
 def _budget_line(module, docs) -> str:
     lines = module.conclusions(module.by_cell(docs), docs)
-    return next(x for x in lines if x.startswith("- **Not the budget we can reach.**"))
+    return next(x for x in lines if x.startswith("- **Precision without a frame.**"))
 
 
 def test_the_budget_conclusion_gives_each_model_its_own_budgets_when_they_differ(render_module):
@@ -76,11 +76,58 @@ def test_the_budget_conclusion_gives_each_model_its_own_budgets_when_they_differ
     assert any(d["job"] == "tinygpt-10x-s0" for d in docs)
     shared = _budget_line(render_module, docs)  # the committed study: both models at 1x, 3x and 10x, said once
     assert shared.count("over 1x, 3x, 10x") + shared.count("Over 1x, 3x, 10x") == 1
-    assert "3 budgets per model, with 1 seed at the longest" in shared
     uneven = _budget_line(render_module, [d for d in docs if d["job"] != "tinygpt-10x-s0"])
     assert "Over 1x, 3x, 10x (1,200, 3,600, 12,000 steps) `transformer`" in uneven
-    assert "over 1x, 3x (1,200, 3,600 steps) `tinygpt`" in uneven and "2 or 3 budgets per model" in uneven
+    assert "over 1x, 3x (1,200, 3,600 steps) `tinygpt`" in uneven
     # a model measured at one budget only is left out of the line, not printed with a one-point path
     alone = _budget_line(render_module, [d for d in docs if not d["job"].startswith("transformer-")
                                          or d["budget"] == 1])
     assert "`transformer`" not in alone and "`tinygpt`" in alone
+
+
+def test_the_budget_conclusion_reads_the_precision_not_a_line(render_module):
+    """No line through a statistic at its ceiling: the bullet sets the run that reaches the authors'
+    reported precision beside its whole layer's keys; without that run it says none reaches it."""
+    docs = render_module.load(RESULTS)
+    t10 = next(d for d in docs if d["job"] == "transformer-10x-s0")
+    line = _budget_line(render_module, docs)
+    assert "per decade" not in line and "slope" not in line
+    assert f"`transformer` reaches {render_module.error(t10):.4f} bits" in line
+    assert f"whole layer's keys at {render_module.whole_layer(t10)['mean']:.3f}" in line
+    assert str(render_module.AUTHORS_PRODUCTION["error"]) in line
+    short = _budget_line(render_module, [d for d in docs if d["budget"] < 10])
+    assert "No model reaches the authors' reported precision" in short
+
+
+def test_the_whole_layers_random_value_is_its_closed_form(render_module):
+    """The page's whole-layer reference is the closed form of random keys (m = d = d_model), which
+    the fresh models of results/keyframe/random agree with; not the Gaussian value of d_model."""
+    from windtunnel import stats
+
+    docs = render_module.load(RESULTS)
+    d = next(d for d in docs if d["job"] == "transformer-1x-s0")
+    assert render_module.closed_form(d, True, False) == pytest.approx(stats.random_key_abs_cosine(128, 128))
+    assert render_module.closed_form(d, False, False) == pytest.approx(stats.random_key_abs_cosine(32, 128))
+    random_docs = render_module.load(RESULTS / "random")
+    assert random_docs
+    for model, fresh, closed in render_module.paper_size_whole_layer(random_docs):
+        assert fresh == pytest.approx(closed, abs=0.005), model
+        assert abs(fresh - stats.gaussian_abs_cosine(192)) > 0.01  # the old reference, 0.058 at d 192
+
+
+def test_the_authors_code_numbers_come_from_their_runs(render_module):
+    """No number of the authors' code is typed into the renderer: the format bullet cites their
+    code only when a run of it is in the data, and then its own numbers."""
+    import inspect
+
+    source = inspect.getsource(render_module)
+    assert "0.365" not in source and "0.332" not in source
+    docs = render_module.load(RESULTS)
+    groups = render_module.by_cell(docs)
+    fmt = [x for x in render_module.conclusions(groups, docs) if x.startswith("- **The format.**")][0]
+    assert "authors' own code" not in fmt
+    final = {"per_head_raw": 0.4242, "per_head_centred": 0.1111, "entropy_error": 0.05}
+    fake = {"with_replacement": False, "steps": 1200, "final": final,
+            "provenance": {"command": "python scripts/keyframe_authors.py"}}
+    fmt = [x for x in render_module.conclusions(groups, docs, [fake]) if x.startswith("- **The format.**")][0]
+    assert "0.424 (centred 0.111" in fmt

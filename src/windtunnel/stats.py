@@ -69,6 +69,46 @@ def gaussian_abs_cosine(d: int) -> float:
     return math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
 
 
+def key_effective_dim(m: int, d: int) -> float:
+    """The effective dimension tr(S)^2 / tr(S^2) of keys k = W e, S = W W^T, for an isotropic e in
+    R^d and a random m x d W with iid entries: E tr(S) = m d s^2 and E tr(S^2) = m d (m + d + 1) s^4
+    (the second moment of a Wishart matrix), so d_eff = m d / (m + d + 1), below min(m, d)."""
+    if m < 1 or d < 1:
+        raise ValueError(f"key dimensions must be positive integers, got m = {m}, d = {d}")
+    return m * d / (m + d + 1)
+
+
+def random_key_abs_cosine(m: int, d: int, n: int | None = None, centred: bool = False) -> float:
+    """E|cos| between the keys E W^T of isotropic embeddings E (n x d) under a random m x d W: the
+    cosine of two keys is about N(rho, sigma^2), sigma = (1 - rho^2) / sqrt(d_eff)
+    (:func:`key_effective_dim`), rho = 0 for raw keys, giving sqrt(2 / (pi d_eff)); ``centred``
+    (the keys minus their mean over the ``n`` tokens) gives rho = -1 / (n - 1) and the folded normal's
+    mean. Checked against :func:`random_key_abs_cosine_mc` (tests/geometry/test_geometry_stats.py)."""
+    if centred and (n is None or n < 2):
+        raise ValueError(f"centred keys need n >= 2 tokens, got n = {n}")
+    rho = -1.0 / (n - 1) if centred else 0.0
+    sigma = (1 - rho * rho) / math.sqrt(key_effective_dim(m, d))
+    if sigma == 0:  # two centred keys are opposite: |cos| = 1
+        return 1.0
+    z = abs(rho) / sigma
+    return sigma * math.sqrt(2 / math.pi) * math.exp(-z * z / 2) + abs(rho) * math.erf(z / math.sqrt(2))
+
+
+def random_key_abs_cosine_mc(m: int, d: int, n: int, centred: bool = False, draws: int = 300,
+                             seed: int = 0) -> tuple[float, float]:
+    """Monte Carlo of :func:`random_key_abs_cosine`: ``draws`` independent (E, W), E (n x d) and
+    W (m x d) with iid N(0, 1) entries; the mean over draws of the mean |off-diagonal cosine| of
+    the rows of E W^T (centred over the rows if ``centred``), and its standard error."""
+    rng = np.random.default_rng(seed)
+    out = np.empty(draws)
+    for i in range(draws):
+        keys = rng.standard_normal((n, d)) @ rng.standard_normal((m, d)).T
+        if centred:
+            keys = keys - keys.mean(0)
+        out[i] = mean_offdiag_abs_cosine(keys)
+    return float(out.mean()), float(out.std(ddof=1) / math.sqrt(draws))
+
+
 # ---------------------------------------------------------------------------------------
 # Tests
 # ---------------------------------------------------------------------------------------

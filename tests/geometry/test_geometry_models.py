@@ -76,6 +76,27 @@ def test_orthogonal_keys_give_zero(bijection):
     assert key_frame.per_head(m, [0, 1, 2, 3], "tokens_raw")[0][0] == pytest.approx(1.0)
 
 
+def test_whole_layer_keys_are_every_heads_keys_side_by_side(bijection):
+    """``layer_raw``: the keys of both heads concatenated. Two heads, each with every token on one
+    key direction (per head collinear), on orthogonal token pairs across heads: the whole layer's
+    keys of tokens 0 and 1 share head 0's direction, those of 2 and 3 head 1's."""
+    m = transformer(bijection)
+    with torch.no_grad():
+        m.embed.tok.weight[:4] = torch.eye(8)[:4]
+        w = m.blocks[0].attn.qkv.weight
+        w[8:16] = 0
+        w[8, :2] = 1.0  # head 0: key (1, 0, 0, 0) for tokens 0, 1; zero for 2, 3
+        w[12, 2:4] = 1.0  # head 1: key (1, 0, 0, 0) for tokens 2, 3; zero for 0, 1
+    keys = key_frame.frame_vectors(m, [0, 1, 2, 3], "layer_raw")[0]
+    assert keys.shape == (1, 4, 8)
+    assert torch.equal(keys[0, 0], keys[0, 1]) and keys[0, 0, 0] == 1 and keys[0, 2, 4] == 1
+    # pairs (0, 1) and (2, 3) collinear, the other four orthogonal: mean |cos| 2/6
+    assert key_frame.per_head(m, [0, 1, 2, 3], "layer_raw")[0].tolist() == pytest.approx([1 / 3])
+    assert key_frame.per_head(m, [0, 1, 2, 3], "layer_centred")[0].tolist() == pytest.approx([1.0])
+    with pytest.raises(ValueError, match="layer_raw"):
+        key_frame.frame_vectors(m, [0, 1], "layer")
+
+
 def test_random_null_draws_the_models_own_initialisation(bijection):
     from windtunnel.stats import gaussian_abs_cosine
 

@@ -37,6 +37,40 @@ def test_gaussian_abs_cosine_matches_sampling():
     assert stats.gaussian_abs_cosine(1000) == pytest.approx(math.sqrt(2 / (math.pi * 1000)), rel=0.01)
 
 
+@pytest.mark.parametrize("m, d", [(32, 128), (128, 128), (192, 192), (32, 192), (8, 64), (64, 16), (512, 32)])
+@pytest.mark.parametrize("centred", [False, True])
+def test_random_key_abs_cosine_closed_form_matches_monte_carlo(m, d, centred):
+    """The closed form of random keys' E|cos| (per head: m = d_head; whole layer: m = d_model)
+    against sampled keys, within 2% plus four standard errors."""
+    mc, se = stats.random_key_abs_cosine_mc(m, d, n=20, centred=centred, draws=300, seed=m + d)
+    assert stats.random_key_abs_cosine(m, d, n=20, centred=centred) == pytest.approx(mc, abs=0.02 * mc + 4 * se)
+
+
+def test_random_key_abs_cosine_is_not_the_gaussian_value_of_d_model():
+    """The edge that must fail: the whole layer's keys (m = d = 128) are not isotropic Gaussian
+    vectors of d_model dimensions (the reference the key-frame page used): their E|cos| is
+    that of m d / (m + d + 1) dimensions."""
+    mc, se = stats.random_key_abs_cosine_mc(128, 128, n=20, draws=300, seed=1)
+    assert abs(stats.gaussian_abs_cosine(128) - mc) > 20 * se
+    assert stats.random_key_abs_cosine(128, 128) == pytest.approx(math.sqrt(2 / (math.pi * 128 * 128 / 257)))
+    # paper size, whole layer: the paper's random value 0.082
+    assert stats.random_key_abs_cosine(192, 192) == pytest.approx(0.0815, abs=5e-4)
+
+
+def test_key_effective_dim_is_the_sampled_trace_ratio():
+    rng = np.random.default_rng(0)
+    for m, d in [(32, 128), (96, 48)]:
+        s = [w @ w.T for w in rng.standard_normal((400, m, d))]
+        ratio = np.mean([np.trace(x) for x in s]) ** 2 / np.mean([np.trace(x @ x) for x in s])
+        assert stats.key_effective_dim(m, d) == pytest.approx(ratio, rel=0.01)
+    with pytest.raises(ValueError, match="positive"):
+        stats.key_effective_dim(0, 4)
+    assert stats.random_key_abs_cosine(4, 4, n=2, centred=True) == 1.0  # two centred keys: opposite
+    assert stats.random_key_abs_cosine_mc(4, 4, n=2, centred=True, draws=5)[0] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="n >= 2"):
+        stats.random_key_abs_cosine(4, 4, n=1, centred=True)
+
+
 def test_permutation_test():
     rng = np.random.default_rng(0)
     a, b = rng.normal(0, 1, 200), rng.normal(1, 1, 200)

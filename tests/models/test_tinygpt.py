@@ -215,3 +215,30 @@ def test_the_trainer_adds_the_whole_vocabulary_term():
     aux = model.pop_auxiliary_loss()
     assert aux.item() > 0
     torch.testing.assert_close(loss, answers_only + aux, atol=1e-4, rtol=1e-4)  # lr 1e-9: the step moves nothing visible
+
+
+@pytest.mark.parametrize("name", ["transformer", "tinygpt", "hybrid"])
+def test_embed_std_changes_the_token_embedding_alone(name):
+    """``embed_std``: the token embedding drawn from N(0, embed_std), every other weight (W_K,
+    positions, biases) exactly as the same seed's default init draws it."""
+    import torch
+
+    from windtunnel.models import make_model
+    from windtunnel.tasks import make_task
+
+    spec = make_task("bijection", {"V": 20, "L": 19}).spec
+    params = {"n_layers": 2, "n_heads": 2, "d_model": 64}
+    models = {}
+    for std in (None, 1.0):
+        torch.manual_seed(0)
+        models[std] = make_model(name, spec, {**params, "embed_std": std})
+    base, scaled = (dict(models[k].named_parameters()) for k in (None, 1.0))
+    tok = "embed.tok.weight"
+    assert float(base[tok][:-1].detach().std()) == pytest.approx(0.02, rel=0.1)
+    assert float(scaled[tok][:-1].detach().std()) == pytest.approx(1.0, rel=0.1)
+    assert scaled[tok][spec.pad_id].abs().sum() == 0  # the padding row stays zero
+    for key, w in base.items():
+        if key != tok and not (name == "tinygpt" and key == "head.weight"):
+            assert torch.equal(w, scaled[key]), key
+    with pytest.raises(Exception, match="embed_std"):
+        make_model(name, spec, {**params, "embed_std": 0.0})

@@ -7,13 +7,17 @@ None) on tasks with ``task.hypothesis_tokens()``; per layer and head, per varian
   embeddings E of the hypothesis tokens (no position, no norm), at every layer;
 * ``tokens_prenorm``: the same keys after the layer's own pre-attention norm (``attention_norm(l)``);
 * ``tokens_centred``: the ``tokens_raw`` keys minus their mean over the token set, per head;
+* ``layer_raw`` / ``layer_centred``: the keys of every head of the layer concatenated (d_model
+  dimensions: the whole layer's W_K, the reading whose random value is the paper's 0.082 at its
+  size), raw and centred;
 * ``ov`` / ``ov_centred``: the OV vectors W_O W_V e of the token embeddings (``ov_weights(l)``);
 * ``wk_columns`` (Paper III section 3.2): the d_head columns of W_K in R^d, no tokens;
 * ``value_...``: the token variants for the task's ``value_tokens()`` (the sep-vocab bijection).
 
 The statistic is the mean |off-diagonal cosine| (0 = orthogonal), the signed mean beside it.
-Nulls: the step-0 checkpoint and ``n_null`` fresh initialisations of the run's architecture under
-its own ``model_params.init``. Tests: a one-sided Monte Carlo p of the layer mean against the random
+Nulls: the step-0 checkpoint, ``n_null`` fresh initialisations of the run's architecture under
+its own ``model_params.init``, and (key variants) the closed form of random keys
+(:func:`windtunnel.stats.random_key_abs_cosine`). Tests: a one-sided Monte Carlo p of the layer mean against the random
 draws (below random), and a permutation test of trained against step-0 |cos| over the layer's heads
 and token pairs (descriptive: pairs are not independent). Why each variant: docs/geometry.md.
 """
@@ -30,7 +34,9 @@ from windtunnel.analysis import Analysis
 from windtunnel.geometry import markdown, plots
 from windtunnel.geometry.context import Context, attention_layers, missing
 
-TOKEN_VARIANTS = ("tokens_raw", "tokens_prenorm", "tokens_centred", "ov", "ov_centred")
+TOKEN_VARIANTS = ("tokens_raw", "tokens_prenorm", "tokens_centred", "layer_raw", "layer_centred", "ov", "ov_centred")
+#: the variants whose vectors are keys E W_K^T (their random value has a closed form)
+KEY_VARIANTS = ("tokens_raw", "tokens_prenorm", "tokens_centred", "layer_raw", "layer_centred")
 VARIANTS = (*TOKEN_VARIANTS, "wk_columns")
 HEADLINE = "tokens_raw"
 
@@ -78,8 +84,8 @@ def ov_weights(model) -> list[torch.Tensor]:
 
 
 def frame_vectors(model, tokens: list[int], variant: str) -> list[torch.Tensor]:
-    """Per layer the vectors whose cosines are measured: (H, n, d_head) keys, (H, n, d) OV vectors,
-    or (H, d_head, d) columns."""
+    """Per layer the vectors whose cosines are measured: (H, n, d_head) keys, (1, n, H d_head) the
+    whole layer's keys (``layer_``), (H, n, d) OV vectors, or (H, d_head, d) columns."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown key-frame variant {variant!r}; allowed: {', '.join(VARIANTS)}")
     if variant == "wk_columns":
@@ -93,6 +99,8 @@ def frame_vectors(model, tokens: list[int], variant: str) -> list[torch.Tensor]:
             norm = model.attention_norm(i) if variant == "tokens_prenorm" else None
             x = norm(e.to(norm.weight.dtype)).double() if norm is not None else e
             vecs.append(torch.einsum("nd,hkd->hnk", x, w))
+        if variant.startswith("layer"):  # every head's keys side by side: (1, n, H d_head)
+            vecs = [v.permute(1, 0, 2).reshape(1, v.shape[1], -1) for v in vecs]
     if variant.endswith("centred"):
         vecs = [v - v.mean(-2, keepdim=True) for v in vecs]
     return vecs
@@ -160,6 +168,9 @@ def run(ctx: Context, n_null: int = 200, n_perm: int = 1000) -> dict:
                 })
             dim = frame_vectors(ctx.model, toks, variant)[0].shape[-1]
             out["variants"][key] = {"layers": layers, "gaussian_abs_cosine": stats.gaussian_abs_cosine(dim)}
+            if variant in KEY_VARIANTS:  # keys E W^T of isotropic E under a random W (m x d_model)
+                out["variants"][key]["random_closed_form"] = stats.random_key_abs_cosine(
+                    dim, ctx.model.embed.tok.weight.shape[1], len(toks), centred=variant.endswith("centred"))
         # the layer-0 cosine matrices of the headline variant (for the heatmaps)
         k0 = frame_vectors(ctx.model, tokens, HEADLINE)[0].numpy()
         k0_init = frame_vectors(init, tokens, HEADLINE)[0].numpy()

@@ -165,6 +165,11 @@ class InputAdapter(nn.Module):
         if init == "normal":
             self.apply(init_normal)
 
+    def redraw_tokens(self, std: float) -> None:
+        """Draw the token embedding (or input projection) weights again from N(0, std); the
+        padding row stays zero."""
+        init_normal(self.tok, std=std)
+
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         want = 2 if self.kind == "tokens" else 3
         if inputs.dim() != want:

@@ -63,6 +63,8 @@ class Hybrid(WindModel):
                 if isinstance(block, Block):
                     block.apply(init_normal)
             self.head.apply(init_normal)
+        if c.embed_std is not None:  # the embedding's scale alone, as the transformer's
+            self.embed.redraw_tokens(c.embed_std)
 
     def head_bias(self) -> bool:
         return self.config.bias

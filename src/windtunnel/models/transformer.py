@@ -42,6 +42,10 @@ class TransformerConfig(ModelConfig):
     bias: bool = Field(True, description="biases in the FFN and an untied head (the attention has none; the authors' "
                                          "TinyGPT has none anywhere)")
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    embed_std: float | None = Field(
+        None, gt=0.0, le=10.0, description="the token embedding redrawn from N(0, embed_std) after the init, every "
+                                           "other weight as `init` draws it (None: as `init` draws it); 1.0 gives "
+                                           "init=torch's embedding scale alone")
 
     def resolve(self, spec: TaskSpec) -> TransformerConfig:
         cfg = super().resolve(spec)
@@ -169,6 +173,8 @@ class Transformer(WindModel):
         for block in self.blocks:  # parameters with their own initialisation, under either scheme
             if hasattr(block.attn, "reset_special_parameters"):
                 block.attn.reset_special_parameters()
+        if c.embed_std is not None:  # the embedding's scale alone (drawn last: the other weights unchanged)
+            self.embed.redraw_tokens(c.embed_std)
         self.register_buffer("head_mask", torch.ones(c.n_layers, c.n_heads), persistent=False)
         self.bypass: list[Bypass | None] = [None] * c.n_layers
 
