@@ -46,7 +46,10 @@ NAV = re.compile(r"^(?P<indent>[ \t]*)# results:nav[^\n]*\n.*?^[ \t]*# /results:
 
 
 def _not_rendered(path: Path) -> bool:
-    return path.parent.name in NOT_RENDERED or f"{path.parent.name}/{path.stem}" in NOT_RENDERED
+    """A record of a folder (at any depth under results/, e.g. keyframe/random/) or a single record
+    that no page of this renderer shows."""
+    folders = path.parent.parts[path.parent.parts.index("results") + 1:] if "results" in path.parent.parts else ()
+    return any(f in NOT_RENDERED for f in folders) or f"{path.parent.name}/{path.stem}" in NOT_RENDERED
 
 
 def topics(root: Path = ROOT) -> list[ModuleType]:
