@@ -164,3 +164,17 @@ def test_within_k_rank_is_sulas_within_k():
     k = np.repeat([0, 1, 2, 4], 25)
     x, y = rng.standard_normal(k.size) + k, rng.standard_normal(k.size) - k
     assert _within_k_rank(x, y, k) == pytest.approx(within_k(x, y, k)[0])
+
+
+def test_the_single_model_command_replaces_a_control_of_other_settings(tiny_models, tmp_path):
+    """Run again with other settings, the single-model command analyses its model and its control
+    again (as it always re-analysed the model); a comparison (resume) refuses the folder instead."""
+    from windtunnel.config import ConfigError
+
+    model = str(tiny_models["llama"])
+    run_llm(model, ["key_orthogonality"], tmp_path, plots=False, n_null=10)
+    d = run_llm(model, ["key_orthogonality", "attention_focusing"], tmp_path, plots=False, n_null=10, n_per_quintile=2)
+    ctl = json.loads((tmp_path / CONTROL_DIR / "init-seed1000003" / "llm.json").read_text())
+    assert ctl["analyses"] == d["analyses"] == ["key_orthogonality", "attention_focusing"]
+    with pytest.raises(ConfigError, match="other settings"):
+        run_llm(model, ["key_orthogonality"], tmp_path, resume=True, plots=False, n_null=10)

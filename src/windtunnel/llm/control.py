@@ -48,17 +48,26 @@ def control_folders(out: Path | str, opts: LLMOptions) -> list[Path]:
     return [Path(out) / CONTROL_DIR / c["label"] for c in control_plan(opts)]
 
 
-def run_controls(model: str, analyses: list[str], out: Path, opts: LLMOptions, *, progress: bool = False) -> list[dict]:
+def run_controls(model: str, analyses: list[str], out: Path, opts: LLMOptions, *, progress: bool = False,
+                 replace: bool = False) -> list[dict]:
     """Each control's ``llm.json`` document: read where a finished one of the same settings is in
-    its folder, else analysed now."""
+    its folder, else analysed now. A control of other settings is an error (nothing is
+    overwritten), unless ``replace``: the single-model command analyses its model again, and its
+    controls with it."""
+    from windtunnel.config import ConfigError
     from windtunnel.llm.analysis_pass import analyse, finished_run
 
     copts = control_options(opts)
     docs = []
     for c, folder in zip(control_plan(opts), control_folders(out, opts)):
         load = {k: c[k] for k in ("revision", "reinit_seed") if k in c}
-        docs.append(finished_run(folder, analyses, copts)
-                    or analyse(model, analyses, folder, copts, progress=progress, **load))
+        try:
+            doc = finished_run(folder, analyses, copts)
+        except ConfigError:
+            if not replace:
+                raise
+            doc = None
+        docs.append(doc or analyse(model, analyses, folder, copts, progress=progress, **load))
     return docs
 
 

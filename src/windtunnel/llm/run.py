@@ -60,4 +60,4 @@ def run_llm(model: str, analyses: list[str] | None, out: Path, *, resume: bool =
     names = resolve_analyses(analyses)
     out = Path(out)
     doc = (finished_run(out, names, opts) if resume else None) or analyse(model, names, out, opts, progress=progress)
-    return judge_into(doc, run_controls(model, names, out, opts, progress=progress), out)
+    return judge_into(doc, run_controls(model, names, out, opts, progress=progress, replace=not resume), out)
