@@ -156,14 +156,19 @@ def test_control_off(tiny_models, tmp_path):
     assert ko["verdict"] == "not testable" and "control off" in ko["reason"]
 
 
-def test_within_k_rank_is_sulas_within_k():
-    from windtunnel.llm.claims import _within_k_rank
+def test_within_k_takes_each_ks_mean_out_of_both():
+    """The vectorised within-k Spearman equals its definition written out prompt by prompt."""
     from windtunnel.llm.sula import within_k
+    from windtunnel.stats import spearman
 
     rng = np.random.default_rng(1)
     k = np.repeat([0, 1, 2, 4], 25)
     x, y = rng.standard_normal(k.size) + k, rng.standard_normal(k.size) - k
-    assert _within_k_rank(x, y, k) == pytest.approx(within_k(x, y, k)[0])
+
+    def resid(v):
+        return v - np.array([v[k == kk].mean() for kk in k])
+
+    assert within_k(x, y, k)[0] == pytest.approx(spearman(resid(x), resid(y))[0])
 
 
 def test_the_single_model_command_replaces_a_control_of_other_settings(tiny_models, tmp_path):

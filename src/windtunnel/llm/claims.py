@@ -47,7 +47,7 @@ import numpy as np
 
 from windtunnel.llm.config import Thresholds
 from windtunnel.llm.headline import get, headline
-from windtunnel.stats import spearman
+from windtunnel.llm.sula import within_k
 from windtunnel.tables import f, pct
 
 #: the paper's "PC1+PC2 ~ 70-95%" after domain restriction: its lower end
@@ -119,18 +119,6 @@ def paired_units(trained: np.ndarray, control: np.ndarray, n_boot: int, seed: in
     return _q(d[rng.integers(0, d.size, (n_boot, d.size))].mean(1))
 
 
-def _within_k_rank(x: np.ndarray, y: np.ndarray, ks: np.ndarray) -> float:
-    """Spearman of x and y after each k's mean is taken out of both (the partial correlation on k,
-    as :func:`windtunnel.llm.sula.within_k`, vectorised for the bootstrap)."""
-    _, inv = np.unique(ks, return_inverse=True)
-    counts = np.bincount(inv)
-
-    def resid(v: np.ndarray) -> np.ndarray:
-        return v - (np.bincount(inv, v) / counts)[inv]
-
-    return spearman(resid(x), resid(y))[0]
-
-
 def _separation(main: np.ndarray, mk: np.ndarray, other: np.ndarray, ok: np.ndarray) -> float:
     """Mean over k > 0 of (mean main - mean other at that k) / the pooled SD at that k."""
     vals = []
@@ -185,7 +173,7 @@ def _boot(doc: dict, which: str, key: str) -> list[float] | None:
     return get(vm, "final_bootstrap", key)
 
 
-def _value_manifold(doc, row, controls, crit, paper, on, margin) -> dict[str, Any]:
+def _value_manifold(doc, row, controls, c_rows, crit, paper, on, margin) -> dict[str, Any]:
     if row["mixed_pc1_pc2"] is None:
         return _not_measured("value_manifold")
     measured = (f"PC1 {pct(row['mixed_pc1'])}, PC1+PC2 {pct(row['mixed_pc1_pc2'])} "
@@ -198,7 +186,6 @@ def _value_manifold(doc, row, controls, crit, paper, on, margin) -> dict[str, An
     ci12 = difference(_boot(doc, "mixed", "pc1_pc2"), [_boot(c, "mixed", "pc1_pc2") for c in controls])
     if ci1 is None or ci12 is None:
         return _claim("value_manifold", None, criterion, measured, "-", p, on, why="no bootstrap replicates recorded")
-    c_rows = [headline(c) for c in controls]
     beaten = ci1[0] > margin and ci12[0] > margin
     text = (f"control PC1+PC2 {pct(np.mean([r['mixed_pc1_pc2'] for r in c_rows]))}; trained - control: PC1 "
             f"[{pct(ci1[0])}, {pct(ci1[1])}], PC1+PC2 [{pct(ci12[0])}, {pct(ci12[1])}]")
@@ -230,7 +217,7 @@ def _key_orthogonality(doc, row, controls, crit, paper, on, n_boot, margin) -> d
     return _claim("key_orthogonality", ci[1] < -margin, criterion, measured, text, p, on, diff_ci=ci)
 
 
-def _focusing(doc, row, controls, crit, paper, on, margin) -> dict[str, Any]:
+def _focusing(doc, row, controls, c_rows, crit, paper, on, margin) -> dict[str, Any]:
     if row["focusing"] is None:
         return _not_measured("focusing")
     measured = f"{pct(row['focusing'])} [{pct(row['focusing_lo'])}, {pct(row['focusing_hi'])}]"
@@ -242,7 +229,7 @@ def _focusing(doc, row, controls, crit, paper, on, margin) -> dict[str, Any]:
     ci = difference(get(doc, *key), [get(c, *key) for c in controls])
     if ci is None:
         return _claim("focusing", None, criterion, measured, "-", p, on, why="no bootstrap replicates recorded")
-    ctl = np.mean([headline(c)["focusing"] for c in controls])
+    ctl = np.mean([r["focusing"] for r in c_rows])
     text = f"control {pct(ctl)}; trained - control [{pct(ci[0])}, {pct(ci[1])}]"
     return _claim("focusing", ci[0] > margin, criterion, measured, text, p, on, diff_ci=ci)
 
@@ -256,7 +243,7 @@ def _gain_reps(doc: dict, seed: int = SEED) -> list[float] | None:
     return (np.asarray(b)[rng.permutation(len(b))[:n]] - np.asarray(a)[rng.permutation(len(a))[:n]]).tolist()
 
 
-def _domain_restriction(doc, row, controls, paper, on, margin) -> dict[str, Any]:
+def _domain_restriction(doc, row, controls, c_rows, paper, on, margin) -> dict[str, Any]:
     if row["math_pc1_pc2"] is None or row["dr_gain"] is None:
         return _not_measured("domain_restriction")
     measured = (f"math PC1+PC2 {pct(row['math_pc1_pc2'])}; gain {pct(row['dr_gain'])} "
@@ -268,7 +255,7 @@ def _domain_restriction(doc, row, controls, paper, on, margin) -> dict[str, Any]
     ci = difference(_gain_reps(doc), [_gain_reps(c) for c in controls])
     if ci is None:
         return _claim("domain_restriction", None, criterion, measured, "-", p, on, why="no bootstrap replicates recorded")
-    ctl = np.mean([headline(c)["dr_gain"] for c in controls])
+    ctl = np.mean([r["dr_gain"] for r in c_rows])
     text = f"control gain {pct(ctl)}; trained - control [{pct(ci[0])}, {pct(ci[1])}]"
     return _claim("domain_restriction", ci[0] > margin, criterion, measured, text, p, on, diff_ci=ci)
 
@@ -306,7 +293,7 @@ def sula_statistics(doc: dict) -> dict[str, np.ndarray] | None:
 def _sula_values(s: dict[str, np.ndarray], idx: dict[str, np.ndarray]) -> dict[str, float]:
     """The SULA control statistics on one resample (``idx``: the rows of each condition)."""
     i = idx["main"]
-    out = {"within_k": _within_k_rank(s["pc1"][i], -s["h_bayes"][i], s["k"][i])}
+    out = {"within_k": within_k(s["pc1"][i], -s["h_bayes"][i], s["k"][i])[0]}
     for cond in ("shuffled", "ablation_labels"):
         if f"{cond}_pc1" in s and "main_pc1" in s:
             j = idx[cond]
@@ -409,9 +396,10 @@ def judge(doc: dict, controls: list[dict]) -> list[dict[str, Any]]:
     n_boot = doc.get("options", {}).get("n_bootstrap", 1000)
     t = {**Thresholds().model_dump(), **doc.get("options", {}).get("thresholds", {})}
     share, cos, rho = t["control_share"], t["control_cos"], t["control_rho"]
-    return [_value_manifold(doc, row, controls, crit, paper, on, share),
+    c_rows = [headline(c) for c in controls]
+    return [_value_manifold(doc, row, controls, c_rows, crit, paper, on, share),
             _key_orthogonality(doc, row, controls, crit, paper, on, n_boot, cos),
-            _focusing(doc, row, controls, crit, paper, on, share),
-            _domain_restriction(doc, row, controls, paper, on, share),
+            _focusing(doc, row, controls, c_rows, crit, paper, on, share),
+            _domain_restriction(doc, row, controls, c_rows, paper, on, share),
             _sula(doc, row, controls, paper, on, n_boot, rho),
             _entropy_axis(doc, row, paper)]
