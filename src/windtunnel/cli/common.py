@@ -40,6 +40,16 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def floats_option(text: str | None, option: str, example: str) -> list[float] | None:
+    """A comma-separated list of numbers given to ``option`` (None: not given)."""
+    if text is None:
+        return None
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"{option} {text!r}: comma-separated numbers, e.g. {example}") from None
+
+
 def execution(backend: str = "local", address: str | None = None, jobs: str | None = None, trackers: list[str] = (),
               reuse: list[Path] = (), quiet: bool = False):
     """The :class:`~windtunnel.sweep.execution.Execution` of a command's options (checked here, once)."""

@@ -21,6 +21,7 @@ from windtunnel.cli.common import (
     _run_errors,
     app,
     execution,
+    floats_option,
 )
 from windtunnel.cli.terminal import echo_lines, echo_markdown
 from windtunnel.config import ConfigError, parse_overrides
@@ -181,14 +182,19 @@ def scorecard(
                                      "ladder from the profile's own rung, up while realised, down while not)"),
     tune: bool = typer.Option(True, "--tune/--no-tune", help="tune the learning rate (windtunnel tune) of every model "
                               "whose profile commits none for a tunnel; --no-tune: the profile's lr"),
-    full: bool = typer.Option(False, "--full", help="the learning-rate search trains every candidate to the end"),
-    settle: bool = typer.Option(True, "--settle/--no-settle", help="train to the end the rates the search could not "
-                                "rule out (stopped while every rate was on the plateau), so that no verdict is left "
-                                "with a ?; --no-settle: the faster search that leaves them marked ?"),
-    halving: bool = typer.Option(False, "--halving", help="search by the plain successive halving "
-                                 "(no cooldown, no plateau guard, no ties kept)"),
-    finalists: float | None = typer.Option(None, "--finalists", help="the search trains to the end every rate within "
-                                           "this relative spread of the leader at its last comparison (default 0.15)"),
+    search: str = typer.Option("full", "--search", help="how the learning rate is searched: full (every candidate "
+                               "trained to the end, the best at the end wins), annealed (annealed comparisons with the "
+                               "plateau guard) or halving (the plain successive halving)"),
+    lrs: str | None = typer.Option(None, "--lrs", help="the learning rates searched, comma-separated (default "
+                                   "1e-3,3.16e-3,1e-2)"),
+    full: bool = typer.Option(False, "--full", hidden=True, help="deprecated: --search full (the default)"),
+    settle: bool = typer.Option(True, "--settle/--no-settle", help="--search annealed: train to the end the rates the "
+                                "search could not rule out (stopped while every rate was on the plateau), so that no "
+                                "verdict is left with a ?; --no-settle: the faster search that leaves them marked ?"),
+    halving: bool = typer.Option(False, "--halving", hidden=True, help="deprecated: --search halving"),
+    finalists: float | None = typer.Option(None, "--finalists", help="--search annealed: every rate within this "
+                                           "relative spread of the leader at its last comparison trains to the end "
+                                           "(default 0.15)"),
     early_stop: bool = typer.Option(True, "--early-stop/--no-early-stop", help="stop a run once its probe and its full "
                                     "evaluation agree that the primitive is realised"),
     reference: str = typer.Option("auto", "--reference", help="the transformer beside the model: auto (shipped where "
@@ -227,9 +233,14 @@ def scorecard(
     def go():
         how = execution(backend, address, jobs, trackers, reuse, quiet)
         chosen = [p.strip() for p in primitives.split(",") if p.strip()] if primitives is not None else None
+        if full or halving:
+            typer.echo(f"note: --{'halving' if halving else 'full'} is deprecated: "
+                       f"--search {'halving' if halving else 'full'}", err=True)
         request = ScorecardRequest.build(dict(model=model, profile=profile, seeds=seeds, primitives=chosen, rungs=rungs,
-                                              full_ladder=full_ladder, tune=tune, full=full, settle=settle, halving=halving,
-                                              finalists=finalists, early_stop=early_stop, reference=reference,
+                                              full_ladder=full_ladder, tune=tune, settle=settle, finalists=finalists,
+                                              search="halving" if halving else "full" if full else search,
+                                              lrs=floats_option(lrs, "--lrs", "1e-3,3.16e-3,1e-2"),
+                                              early_stop=early_stop, reference=reference,
                                               overrides=list(overrides), model_sets=list(model_sets)),
                                          where="scorecard")
         if request.reference == "auto" and request.model != "transformer" and (why := request.auto_reason()):
@@ -294,10 +305,7 @@ def tune_cmd(
         if rungs is not None:
             typer.echo("note: `tune --rungs` is deprecated (ladder rungs are a scorecard's); use --compare-at", err=True)
         option, fractions = ("--compare-at", compare_at) if compare_at is not None else ("--rungs", rungs or "0.1,0.3")
-        try:
-            points = [float(x) for x in fractions.split(",") if x.strip()]
-        except ValueError:
-            raise ConfigError(f"{option} {fractions!r}: comma-separated fractions of the run, e.g. 0.1,0.3") from None
+        points = floats_option(fractions, option, "0.1,0.3 (fractions of the run)")
         spec = {"compare_at": points, "eta": eta, "full": full, **({"metric": metric} if metric else {}),
                 **({"grid": dict(parse_grid_option(g) for g in grid)} if grid else {})}
         if finalists is not None and (halving or full):

@@ -9,8 +9,9 @@ reference transformer, with the budget of ``paper1-quick`` (the quick profiles) 
 
 - **the reference is data**: the transformer's results at every rung ship with the package
   (:mod:`~windtunnel.sweep.reference`); only MODEL trains (other sources: ``--reference train|FOLDER|none``);
-- **the learning rate is searched** where the profile commits none, by the annealed search with
-  the plateau guard (:mod:`~windtunnel.sweep.tune`; ``--full``: every rate to the end);
+- **the learning rate is searched** where the profile commits none: the three central rates of the
+  tuning grid (:data:`SCORECARD_LRS`), each trained to the end, the best at the end wins
+  (:mod:`~windtunnel.sweep.tune`; ``--search annealed``: the annealed search with the plateau guard);
 - **runs decide early**: a run stops once its probe and its full evaluation agree that the
   primitive is realised (:mod:`windtunnel.train.decide`; ``--no-early-stop``: the full budget);
 - **the ladder is searched, not swept**: the profile's own rung first, then up while realised
@@ -22,10 +23,12 @@ what makes and reads it is in :mod:`~windtunnel.sweep.scorecard_doc`.
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, model_validator
 
@@ -55,6 +58,14 @@ from windtunnel.sweep.shape import ModelSets, parse_model_sets, sets_within
 from windtunnel.sweep.tune import SEARCH, TuneError, TuneSpec, tune_in_folder
 from windtunnel.train.config import RunConfig, load_profile
 
+#: the candidates of a scorecard's learning-rate search: the three central rates of the tuning grid
+#: (DEFAULT_LRS without 1e-4 and 3.16e-4). Every winner of the sixteen recorded reversals is one of
+#: them, each trained to the end (benchmarks/study_candidates.py, docs/results/tuning.md)
+SCORECARD_LRS = [1e-3, 3.16e-3, 1e-2]
+#: how the scorecard searches a learning rate: every candidate to the end (the default), the annealed
+#: search with the plateau guard, or the plain successive halving
+Search = Literal["full", "annealed", "halving"]
+
 
 class ScorecardRequest(_WithOverrides):
     """One scorecard: ``model`` (a registered architecture or a user's ``package.module:Class``)
@@ -70,11 +81,14 @@ class ScorecardRequest(_WithOverrides):
     full_ladder: bool = Field(False, description="every rung of every ladder (else the ladder is searched from the "
                               "profile's own rung: up while realised, down while not)")
     tune: bool = Field(True, description="search the learning rate of every model the profile commits none for")
-    full: bool = Field(False, description="the search trains every candidate to the end (else: annealed comparisons "
-                       "with the plateau guard)")
-    halving: bool = Field(False, description="the plain successive halving (no cooldown, guard or ties)")
-    settle: bool = Field(True, description="where the plateau guard could not rule out a stopped rate, train it to the "
-                         "end, so that no verdict is left undecided (False: the faster search that marks such a verdict ?)")
+    search: Search = Field("full", description="how a learning rate is searched: full (every candidate trained to the "
+                           "end, the best at the end wins), annealed (annealed comparisons with the plateau guard) or "
+                           "halving (the plain successive halving: no cooldown, guard or ties)")
+    lrs: list[float] | None = Field(None, min_length=1, description="the learning rates searched (None: SCORECARD_LRS, "
+                                    "1e-3, 3.16e-3 and 1e-2)")
+    settle: bool = Field(True, description="the annealed search: where the plateau guard could not rule out a stopped "
+                         "rate, train it to the end, so that no verdict is left undecided (False: the faster search "
+                         "that marks such a verdict ?)")
     finalists: float | None = Field(None, ge=0, lt=1, description="the annealed search's spread at its last comparison: "
                                     "every rate within it of the leader trains to the end (None: the default, 0.15)")
     early_stop: bool = Field(True, description="a run stops once its probe and evaluation agree the primitive is realised")
@@ -87,6 +101,24 @@ class ScorecardRequest(_WithOverrides):
 
     _sets: ModelSets = PrivateAttr(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_search_flags(cls, data: Any) -> Any:
+        """``full`` and ``halving`` (booleans, before ``search``): deprecated, read as ``search``."""
+        if not isinstance(data, dict) or not {"full", "halving"} & data.keys():
+            return data
+        data = dict(data)
+        full, halving = bool(data.pop("full", False)), bool(data.pop("halving", False))
+        old = "halving" if halving else "full" if full else "annealed"
+        if full and halving:
+            raise ValueError("full and halving: choose one search (search = full, annealed or halving)")
+        if data.get("search", old) != old:
+            raise ValueError(f"search = {data['search']!r} and the old flags full = {full}, halving = {halving} "
+                             "disagree: give search alone")
+        warnings.warn("ScorecardRequest's full and halving are deprecated: search = 'full', 'annealed' or 'halving' "
+                      "(removed in 0.6)", DeprecationWarning, stacklevel=2)
+        return {**data, "search": old}
+
     @model_validator(mode="after")
     def _check(self):
         chosen = chosen_primitives(self.profile, self.primitives)
@@ -98,10 +130,15 @@ class ScorecardRequest(_WithOverrides):
                              "(the model alone); choose one")
         if self.tune and any(k == "train.lr" for k, _ in self.override_pairs):
             raise ValueError("--set train.lr=... fixes the learning rate that the scorecard would tune; add --no-tune")
-        if self.finalists is not None and (self.full or self.halving or not self.tune):
-            why = "full" if self.full else "halving" if self.halving else "tune = false (no search)"
+        if self.finalists is not None and (self.search != "annealed" or not self.tune):
+            why = f"search = {self.search}" if self.tune else "tune = false (no search)"
             raise ValueError(f"finalists = {self.finalists:g}: the spread of the rates trained to the end after the "
                              f"annealed search's last comparison; {why} has no such comparison")
+        if self.lrs is not None:
+            if not self.tune:
+                raise ValueError("lrs: the rates of the learning-rate search; tune = false runs none")
+            if any(not (math.isfinite(x) and x > 0) for x in self.lrs) or len(set(self.lrs)) != len(self.lrs):
+                raise ValueError(f"lrs = {self.lrs}: distinct learning rates, each positive and finite")
         if self.reference not in ("auto", "shipped", "train", "none") and not Path(self.reference).is_dir():
             raise ValueError(f"reference = {self.reference!r}: auto, shipped, train, none, or a folder holding the "
                              "transformer's runs")
@@ -163,11 +200,14 @@ class ScorecardRequest(_WithOverrides):
                                       where="scorecard")
 
     def search_spec(self, metric: str) -> TuneSpec:
-        """How each learning rate is searched: every candidate to the end (``full``), or the
-        annealed search with the plateau guard; candidates that go to the end decide early."""
-        doc = {"full": True} if self.full else {} if self.halving else {
+        """How each learning rate is searched (``search``) over ``lrs``: every candidate to the end,
+        the annealed search with the plateau guard, or the plain halving; candidates that go to the
+        end decide early."""
+        doc = {"full": True} if self.search == "full" else {} if self.search == "halving" else {
             **SEARCH, "settle": self.settle, **({"finalists": self.finalists} if self.finalists is not None else {})}
-        return TuneSpec.build({**doc, "metric": metric, "decide_early": self.early_stop}, where="scorecard search")
+        grid = {"train.lr": list(self.lrs if self.lrs is not None else SCORECARD_LRS)}
+        return TuneSpec.build({**doc, "grid": grid, "metric": metric, "decide_early": self.early_stop},
+                              where="scorecard search")
 
 
 @dataclass
@@ -204,7 +244,11 @@ class ScorecardPlan:
         first = {e for e in {r.experiment for r in runs} if "@" not in e}
         lines = [*preflight_lines(self.sizings), "Planned runs:"]
         if req.tune:
-            lines += [f"  search: {name} on {PRIMITIVES[prim][0]} (the learning rate; its winner is the run below)"
+            rates = ", ".join(f"{x:g}" for x in req.search_spec("kl_bayes_model").grid["train.lr"])
+            how = {"full": "each trained to the end", "annealed": "the annealed search",
+                   "halving": "successive halving"}[req.search]
+            lines += [f"  search: {name} on {PRIMITIVES[prim][0]} (the learning rate at {rates}, {how}; "
+                      "its winner is the run below)"
                       for prim in chosen_primitives(req.profile, req.primitives)
                       for name in _searched(req, PRIMITIVES[prim][0])]
         for r in runs:
