@@ -125,7 +125,7 @@ def test_a_scorecard_verdict_carries_the_cautions_of_the_search_behind_it(tmp_pa
 def test_scorecard_tunes_each_model_the_profile_commits_nothing_for(tmp_path, examples_on_path):
     out = tmp_path / "card"
     args = ["scorecard", USER, "--primitives", "accumulation", "--out", str(out), "--quiet", "--no-rungs", "--jobs", "1",
-            "--reference", "train"]
+            "--reference", "train", "--search", "annealed"]  # the annealed search: its branches are reused too
     for o in TINY:
         args += ["--set", o]
     res = CliRunner().invoke(app, args)
@@ -221,12 +221,54 @@ def test_the_scorecards_search_takes_the_finalists_spread_and_refuses_it_without
     from windtunnel.sweep.scorecard import ScorecardRequest
     from windtunnel.sweep.tune import SEARCH
 
-    assert ScorecardRequest.build({"model": "gru"}).search_spec("kl_bayes_model").finalists == SEARCH["finalists"]
-    assert ScorecardRequest.build({"model": "gru", "finalists": 0.3}).search_spec("kl_bayes_model").finalists == 0.3
-    with pytest.raises(ConfigError, match="finalists = 0.3: .*halving has no such comparison"):
-        ScorecardRequest.build({"model": "gru", "finalists": 0.3, "halving": True})
+    annealed = {"model": "gru", "search": "annealed"}
+    assert ScorecardRequest.build(annealed).search_spec("kl_bayes_model").finalists == SEARCH["finalists"]
+    assert ScorecardRequest.build({**annealed, "finalists": 0.3}).search_spec("kl_bayes_model").finalists == 0.3
+    with pytest.raises(ConfigError, match="finalists = 0.3: .*search = halving has no such comparison"):
+        ScorecardRequest.build({"model": "gru", "finalists": 0.3, "search": "halving"})
+    with pytest.raises(ConfigError, match="finalists = 0.3: .*search = full has no such comparison"):
+        ScorecardRequest.build({"model": "gru", "finalists": 0.3})
     with pytest.raises(ConfigError, match="finalists = 0.3: .*no search"):
-        ScorecardRequest.build({"model": "gru", "finalists": 0.3, "tune": False})
+        ScorecardRequest.build({**annealed, "finalists": 0.3, "tune": False})
     assert SEARCH["finalists"] == 0.15
-    res = CliRunner().invoke(app, ["scorecard", "gru", "--full", "--finalists", "0.3", "--out", str(tmp_path / "no")])
+    res = CliRunner().invoke(app, ["scorecard", "gru", "--search", "full", "--finalists", "0.3", "--out",
+                                   str(tmp_path / "no")])
     assert res.exit_code == 2 and "finalists = 0.3" in res.output and not (tmp_path / "no").exists()
+
+
+def test_the_scorecards_default_search_trains_the_three_central_rates_to_the_end():
+    """By default each candidate of SCORECARD_LRS trains to the end (decisive by construction: no
+    rate is stopped); --lrs and --search choose others; bad values are refused before anything runs."""
+    from windtunnel.sweep.scorecard import SCORECARD_LRS, ScorecardRequest
+    from windtunnel.sweep.tune import DEFAULT_LRS
+
+    spec = ScorecardRequest.build({"model": "gru"}).search_spec("accuracy")
+    assert spec.full and spec.decide_early and spec.grid == {"train.lr": [1e-3, 3.16e-3, 1e-2]} == {
+        "train.lr": SCORECARD_LRS}
+    assert set(SCORECARD_LRS) < set(DEFAULT_LRS)
+    spec = ScorecardRequest.build({"model": "gru", "search": "annealed", "lrs": [1e-3, 1e-2]}).search_spec("accuracy")
+    assert not spec.full and spec.guard == 0.5 and spec.grid == {"train.lr": [1e-3, 1e-2]}
+    assert not ScorecardRequest.build({"model": "gru", "search": "halving"}).search_spec("accuracy").guard
+    for bad, why in (([0.0], "positive"), ([1e-3, 1e-3], "distinct"), ([], "at least 1")):
+        with pytest.raises(ConfigError, match=why):
+            ScorecardRequest.build({"model": "gru", "lrs": bad})
+    with pytest.raises(ConfigError, match="tune = false runs none"):
+        ScorecardRequest.build({"model": "gru", "lrs": [1e-3], "tune": False})
+
+
+def test_the_old_search_flags_read_as_search_with_a_warning():
+    from windtunnel.sweep.scorecard import ScorecardRequest
+
+    for old, new in (({"full": True}, "full"), ({"halving": True}, "halving"), ({"full": False}, "annealed")):
+        with pytest.warns(DeprecationWarning, match="search = "):
+            assert ScorecardRequest.build({"model": "gru", **old}).search == new
+    with pytest.raises(ConfigError, match="choose one search"):
+        ScorecardRequest.build({"model": "gru", "full": True, "halving": True})
+    with pytest.raises(ConfigError, match="disagree"):
+        ScorecardRequest.build({"model": "gru", "full": True, "search": "annealed"})
+
+
+def test_the_scorecards_lrs_option_is_checked_before_anything_runs(tmp_path):
+    res = CliRunner().invoke(app, ["scorecard", "gru", "--lrs", "1e-3,fast", "--out", str(tmp_path / "no")])
+    assert res.exit_code == 2 and "--lrs '1e-3,fast': comma-separated numbers" in res.output
+    assert not (tmp_path / "no").exists()

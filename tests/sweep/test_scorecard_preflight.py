@@ -187,28 +187,36 @@ def test_a_failed_search_leaves_its_error_and_the_rest_is_scored(user_models, tm
     assert card["accumulation"]["model"]["verdict"] in ("yes", "partial", "no")
     assert card["sula"]["model"]["error"].startswith("the learning-rate search failed: tune sula flaky_mixer:Flaky: "
                                                      "every candidate failed")
-    assert (out / "tune-bijection-flaky_mixer.Flaky.json").is_file()
+    assert (out / "tune-bijection-flaky_mixer.Flaky-full.json").is_file()
 
 
 def test_a_default_scorecard_is_decisive_and_no_settle_keeps_the_fast_search(user_models, tmp_path):
-    """Three steps leave every rate on the plateau: the default trains the rates the guard kept to
-    the end (no ?), --no-settle stops them and marks the verdict ?."""
+    """Three steps leave every rate on the plateau. The default search trains each rate to the end
+    (no ?); the annealed search settles the rates the guard kept (no ?); with --no-settle it stops
+    them and marks the verdict ?."""
     cards = {}
-    for extra in ([], ["--no-settle"]):
-        out = tmp_path / ("settled" if not extra else "fast")
+    for name, extra in (("default", []), ("settled", ["--search", "annealed"]),
+                        ("fast", ["--search", "annealed", "--no-settle"])):
+        out = tmp_path / name
         args = ["scorecard", "my_mixer:EMAMixer", "--primitives", "accumulation", "--no-rungs", "--quiet", "--jobs",
                 "1", "--reference", "none", "--out", str(out), *extra]
         for o in TINY:
             args += ["--set", o]
         res = CliRunner().invoke(app, args)
         assert res.exit_code == 0, res.output
-        search = json.loads((out / "tune-bijection-my_mixer.EMAMixer.json").read_text())
-        cards[bool(extra)] = (res.output, search, json.loads((out / "scorecard.json").read_text()))
-    output, search, card = cards[False]
+        search = json.loads((out / f"tune-bijection-my_mixer.EMAMixer{'-full' if name == 'default' else ''}.json")
+                            .read_text())
+        cards[name] = (res.output, search, json.loads((out / "scorecard.json").read_text()))
+    output, search, card = cards["default"]
+    assert search["spec"]["full"] is True and "unsettled" not in search
+    assert sorted(c["point"]["train.lr"] for c in search["candidates"]) == [1e-3, 3.16e-3, 1e-2]
+    assert not any(c["status"].startswith("stopped") for c in search["candidates"])
+    assert "unsettled" not in card["primitives"]["accumulation"]["model"] and "?" not in output.split("\n\n")[-1]
+    output, search, card = cards["settled"]
     assert search["spec"]["settle"] is True and "unsettled" not in search
     assert not any(c["status"].startswith("stopped") for c in search["candidates"])
     assert "unsettled" not in card["primitives"]["accumulation"]["model"] and "?" not in output.split("\n\n")[-1]
-    output, search, card = cards[True]
+    output, search, card = cards["fast"]
     assert "settle" not in search["spec"] and search["unsettled"]
     assert card["primitives"]["accumulation"]["model"]["unsettled"] == search["unsettled"]
     assert "model: no? " in output and "run again without --no-settle" in output

@@ -215,7 +215,7 @@ def scorecard(
     HMM (transport), recall (binding), regression (continuous beliefs), SULA, Kalman filtering
     (continuous transport), Dirichlet-categorical draws (counting) and change-points (revision),
     each at the rungs of its difficulty ladder, with the budget of paper1-quick; a model whose
-    learning rate the profile does not commit is tuned first (the same protocol as every built-in). Writes
+    learning rate the profile does not commit is tuned first (three rates, each trained to the end). Writes
     scorecard.json, the sweep tables and report.html. It is a sweep: run it again to continue,
     `windtunnel report DIR` to redraw the page. First it sizes MODEL on every tunnel (the capacity
     pre-flight, printed); a tunnel it cannot be matched on is left out ("not scored: capacity").
