@@ -12,10 +12,12 @@ at steps x step + probes x probe + evaluation; a search at its candidates' legs;
 measured start-up of its fresh process; the pools scheduled as the scorecard runs them (by tokens
 trained, largest first, each on the first free worker).
 
-Two protocols are priced:
+These protocols are priced:
 
 - **before**: MODEL and the transformer at every rung, each search the plain halving (five
   candidates to 10%, three to 30%, the winner to the end);
+- **the default** (the scorecard's search: the three central rates, each trained to the end), and
+  **the floor**: one rate per tunnel, no search (what any protocol that searches adds to);
 - **now, at most**: MODEL alone (the transformer's results ship with the package), each search
   annealed (a cooldown branch of 0.2 x the step per candidate and comparison), and each ladder
   searched from the profile's own rung: priced on the longer of its two paths (up while realised,
@@ -56,7 +58,7 @@ from windtunnel.sweep.expand import expand
 from windtunnel.sweep.folders import unique_runs
 from windtunnel.sweep.primitives import PRIMITIVES, budget_execution
 from windtunnel.sweep.run import run_cost, tokens_to
-from windtunnel.sweep.scorecard import ladder, scorecard_sweep
+from windtunnel.sweep.scorecard import SCORECARD_LRS, ladder, scorecard_sweep
 from windtunnel.sweep.tune import SEARCH, TuneSpec, rung_steps
 from windtunnel.tasks import make_generator
 from windtunnel.train.build import build
@@ -99,7 +101,7 @@ def search_stages(cfg, p: dict[str, float], overhead: float, spec: TuneSpec, gua
     trained to the end after the last comparison (those within ``spec.finalists`` of the leader)."""
     tc = cfg.train
     every = tc.eval_every or max(1, tc.steps // 10)
-    compare = rung_steps(cfg, spec.compare_at)
+    compare = [] if spec.full else rung_steps(cfg, spec.compare_at)
     ends = [*compare, tc.steps]
     n, prev, stages = len(spec.grid["train.lr"]), 0, []
     for i, end in enumerate(ends):
@@ -174,6 +176,19 @@ def main() -> None:
         print(f"{r.name:44s} {cfg.train.steps:6d} {1e3 * p['step']:8.1f} {p['probe']:8.2f} {p['eval']:7.1f} "
               f"{secs[r.name]:7.0f}")
     halving, annealed = TuneSpec(), TuneSpec(**SEARCH)
+    default_search = TuneSpec(full=True, grid={"train.lr": list(SCORECARD_LRS)})
+
+    def ladder_cost(mine: list) -> tuple[float, float]:
+        """Core and wall seconds of the ladders' rungs beyond the own one, each on its longer path."""
+        stage_jobs: list[list[tuple[float, int]]] = []
+        for task, paths in ladder_paths(args.profile, args.model).items():
+            by_exp = {r.experiment: r for r in mine if r.config.task == task}
+            longest = max(paths, key=lambda path: sum(secs[by_exp[e].name] for e in path[1:] if e in by_exp))
+            for k, exp in enumerate(longest[1:]):  # the own rung is the search's winner
+                stage_jobs += [[] for _ in range(k + 1 - len(stage_jobs))]
+                if exp in by_exp:
+                    stage_jobs[k].append((secs[by_exp[exp].name], run_cost(by_exp[exp])))
+        return sum(s for st in stage_jobs for s, _ in st), sum(schedule(st, jobs) for st in stage_jobs)
 
     def searched(r) -> bool:
         return r.experiment == r.config.task and r.config.model not in load_profile(args.profile, r.config.task).get("tuned", {})
@@ -199,19 +214,20 @@ def main() -> None:
     mine = [r for r in runs if r.config.model == args.model]
     for guard in (False, True):
         core, wall = price_protocol(mine, annealed, guard)
-        stage_jobs: list[list[tuple[float, int]]] = []
-        for task, paths in ladder_paths(args.profile, args.model).items():
-            by_exp = {r.experiment: r for r in mine if r.config.task == task}
-            longest = max(paths, key=lambda path: sum(secs[by_exp[e].name] for e in path[1:] if e in by_exp))
-            for k, exp in enumerate(longest[1:]):  # the own rung is the search's winner
-                stage_jobs += [[] for _ in range(k + 1 - len(stage_jobs))]
-                if exp in by_exp:
-                    stage_jobs[k].append((secs[by_exp[exp].name], run_cost(by_exp[exp])))
-        core += sum(s for st in stage_jobs for s, _ in st)
-        wall += sum(schedule(st, jobs) for st in stage_jobs)
+        core_l, wall_l = ladder_cost(mine)
+        core, wall = core + core_l, wall + wall_l
         say(f"now, at most (the model alone, annealed searches{' with the guard holding' if guard else ''} and one "
             f"finalist each, each ladder's longer path, no early stop): {core / 60:.1f} core-min, {wall / 60:.1f} min "
             f"on {jobs} workers")
+    # the scorecard's default: the three central rates, each trained to the end; the ladders' longer paths
+    core, wall = price_protocol(mine, default_search, False, finalists=len(SCORECARD_LRS))
+    core_l, wall_l = ladder_cost(mine)
+    say(f"the default (the model alone, {len(SCORECARD_LRS)} rates each trained to the end, each ladder's longer path, "
+        f"no early stop): {(core + core_l) / 60:.1f} core-min, {(wall + wall_l) / 60:.1f} min on {jobs} workers")
+    # the floor of any protocol that searches: one rate per tunnel (no search), each ladder's longer path
+    core, wall = price_protocol(mine, TuneSpec(full=True, grid={"train.lr": [SCORECARD_LRS[0]]}), False, finalists=1)
+    say(f"the floor (the model alone, one rate per tunnel and no search, each ladder's longer path, no early stop): "
+        f"{(core + core_l) / 60:.1f} core-min, {(wall + wall_l) / 60:.1f} min on {jobs} workers")
     # a wider spread at the last comparison: each further finalist is one more candidate trained on to the end
     one, _ = price_protocol(mine, annealed, False)
     two, _ = price_protocol(mine, annealed, False, finalists=2)

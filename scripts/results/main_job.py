@@ -62,6 +62,8 @@ def blocks(ctx: Context) -> dict[str, str]:
     ctx.used.add("llm/paper3-offline")
     scorecard = ctx.data("measured", "scorecard-cost")
     unsettled = sum(1 for r in scorecard["rows"] if "?" in r["model"])
+    default = next(x for x in ctx.data("priced", "scorecard-cost")["output"] if x.startswith("the default"))
+    priced = round(float(default.split(" core-min, ")[1].split(" min")[0]))
     transformer = next(r for r in main["rows"] if r["model"] == "transformer")
     rows = [
         ("the main job", main["provenance"]["wall_time"],
@@ -73,9 +75,10 @@ def blocks(ctx: Context) -> dict[str, str]:
          "accuracy, beside the baselines' entropy error",
          "main-job.md"),
         ("score your own architecture",
-         f"{round(int(scorecard['provenance']['wall_time'].split()[0]) / 60)} min (the example mixer, its eight "
-         f"searches included, in its own 2-layer shape, by the search that is now `--no-settle`: {unsettled} of its 8 "
-         "verdicts left unsettled; the decisive default is still to be timed)",
+         f"at most {priced} min priced from measured parts (the example mixer at the reference's shape, the "
+         f"decisive default: three rates per tunnel, each to the end; no run stopped early). Timed: "
+         f"{round(int(scorecard['provenance']['wall_time'].split()[0]) / 60)} min in its old 2-layer shape by the "
+         f"annealed search, {unsettled} of its 8 verdicts left unsettled",
          "a verdict and score per primitive beside the shipped transformer's, and `scorecard.json` with `report.html`",
          "mixers-scorecard.md#what-a-scorecard-costs-and-reuse"),
         ("Paper I's comparison", p1["provenance"]["wall_time"],

@@ -24,6 +24,7 @@ def render(ctx: Context) -> str:
     return ctx.page(owns=("ladders", "new-tunnels", "scorecard-cost", "scorecard-agreement"),
                     figures={"heatmap": figure, "kalman-curves": kalman},
                     tables={"shipped-reference": shipped_reference(), "left-out": left_out(scorecard),
+                            "decisive-cost": decisive_cost(ctx),
                             "findings": findings(scorecard)})
 
 
@@ -44,6 +45,36 @@ def findings(rec: dict) -> str:
             + (f"Every mixer realises {listed(every, code=False)}. " if every else "")
             + "Realised: " + "; ".join(said) + ". The ladders, what a scorecard costs and how often its quick "
             "defaults give the full-budget verdicts follow.")
+
+
+#: the priced protocols of benchmarks/bench_scorecard_budget.py, by the start of their summary line
+PRICED = (("the floor", "one rate per tunnel, no search (the floor)"),
+          ("the default", "the default: three rates, each trained to the end"),
+          ("now, at most (the model alone, annealed searches with the guard holding",
+           "the annealed search, the guard holding (before it settles)"))
+
+
+def decisive_cost(ctx: Context) -> str:
+    """Each priced mixer's scorecard at the reference's shape: the floor, the default search and
+    the annealed one, as upper bounds (no run stopped early), in minutes on two workers."""
+    import re
+
+    records = {"priced": None, "priced-rope": None}
+    rows, lines = [], []
+    for name in records:
+        doc = ctx.data(name, "scorecard-cost")
+        model = re.search(r"scorecard of (\S+)", doc["title"]).group(1)
+        row = {"model": f"`{model}`"}
+        for i, (start, _) in enumerate(PRICED):
+            line = next(x for x in doc["output"] if x.startswith(start))
+            core, wall = re.search(r"([\d.]+) core-min, ([\d.]+) min on", line).groups()
+            row[f"p{i}"] = f"{float(wall):.0f} min ({float(core):.0f} core-min)"
+        rows.append(row)
+        lines.append(provenance_line(doc["provenance"], f"scorecard-cost/{name}.json"))
+    table = render_table({"columns": [{"key": "model", "label": "model"},
+                                      *({"key": f"p{i}", "label": label} for i, (_, label) in enumerate(PRICED))],
+                          "rows": rows})
+    return table + "\n\n" + "<br>\n".join(lines)
 
 
 def left_out(rec: dict) -> str:
