@@ -845,7 +845,8 @@ def render(results: Path, page: Path, figures: Path, guide: Path | None = None) 
         "",
         "**What it found.**",
         "",
-        *(line.replace("](results/", "](") for line in conclusions(groups, docs)),  # links from docs/results/
+        # the same conclusions as docs/geometry.md's block, their links made relative to docs/results/
+        *(line.replace("](results/", "](") for line in conclusions(groups, docs, authors, random_docs)),
         "",
         f"![layer-0 key statistic over training, one factor at a time]({rel}/keyframe_factors.png)",
         "",

@@ -48,6 +48,19 @@ def test_the_geometry_guides_conclusions_are_their_data_rendered(rendered):
                                        "render to; run `python scripts/keyframe_study.py render` and commit the page")
 
 
+def test_the_page_and_the_guide_give_the_same_conclusions(rendered):
+    """The results page's "What it found" and docs/geometry.md's block are the same bullets (the
+    page's links made relative to docs/results/): each reads the authors' runs and the random
+    models too."""
+    out, _ = rendered
+    def bullets(text: str) -> list[str]:
+        return [line.replace("](results/", "](") for line in text.splitlines() if line.startswith("- **")]
+    block = (out / "geometry.md").read_text().split("<!-- keyframe:conclusions")[1].split("<!-- /keyframe:conclusions")[0]
+    page = (out / "keyframe.md").read_text().split("**What it found.**")[1].split("## How it was measured")[0]
+    assert bullets(block) and bullets(page) == bullets(block)
+    assert bullets(page)[0].startswith("- **The paper's number is the whole layer's.**")
+
+
 def test_the_committed_figures_are_their_data_rendered(rendered):
     out, paths = rendered
     figures = [p for p in paths if p.suffix == ".png"]
