@@ -71,6 +71,38 @@ def test_a_full_disk_stops_new_jobs_and_is_raised(tmp_path, workers):
     assert not any("last" in line for line in lines)  # never started
 
 
+def test_auto_workers_run_several_jobs_in_one_process_per_core(monkeypatch):
+    """``Execution(workers="auto")`` (the jobs name no threads: one at a time per core) runs a
+    list of jobs; it raised ValueError (``int("auto")``) for two or more."""
+    from windtunnel.sweep import execution as execution_module
+
+    monkeypatch.setattr(execution_module, "cpu_cores", lambda: 2)
+    outcomes = run_jobs([Job("a", abs, (-1,)), Job("b", abs, (-2,))], Execution.quiet(workers="auto"), StopFlag())
+    assert {n: (o.status, o.value) for n, o in outcomes.items()} == {"a": ("finished", 1), "b": ("finished", 2)}
+    assert all(o.seconds > 0 for o in outcomes.values())
+
+
+def test_the_ray_path_times_its_jobs_and_raises_a_full_disk(tmp_path, monkeypatch):
+    """On Ray as on the other paths: each outcome has its seconds, and a full disk fails its job
+    and is raised once the others have ended."""
+    pytest.importorskip("ray")
+    import os
+    import time
+
+    here = str(Path(__file__).parent)  # Ray's workers import this module (raise_disk_full) by name
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
+
+    how = Execution.quiet(backend="ray")
+    with how.session():
+        outcomes = run_jobs([Job("nap", time.sleep, (0.2,), resources={"num_cpus": 0.1})], how, StopFlag())
+        assert outcomes["nap"].status == "finished" and outcomes["nap"].seconds >= 0.2
+        lines = []
+        with pytest.raises(DiskFullError):
+            run_jobs([Job("full", raise_disk_full, (str(tmp_path / "x"),), resources={"num_cpus": 0.1})],
+                     how.but(log=lines.append), StopFlag())
+    assert any("full failed: no space left on the device" in line for line in lines), lines
+
+
 def test_a_search_candidate_records_itself_as_its_file_does():
     from windtunnel.train.config import resolve_run
 
