@@ -49,11 +49,11 @@ from pathlib import Path
 
 import torch
 
+from windtunnel.engine.execution import cpu_cores
 from windtunnel.evaluate.evaluator import probe_metrics, sample_eval
 from windtunnel.sweep import Execution
-from windtunnel.sweep.execution import cpu_cores
 from windtunnel.sweep.expand import expand
-from windtunnel.sweep.folders import unique_runs
+from windtunnel.sweep.manifest import unique_runs
 from windtunnel.sweep.primitives import PRIMITIVES, budget_execution
 from windtunnel.sweep.run import run_cost, tokens_to
 from windtunnel.sweep.scorecard import ladder, scorecard_sweep

@@ -136,7 +136,7 @@ def cooldowns(root: Path, jobs: int, fractions: list[float], cases: list[tuple[s
     """Longer cooldown branches at each case's last comparison, from the states the live search
     kept there (``points/``): every candidate compared there, annealed to 0 over ``fraction`` x the
     step. What the live search would have picked with them is :func:`replay`."""
-    from windtunnel.sweep.jobs import Job, run_jobs
+    from windtunnel.engine.jobs import Job, run_jobs
     from windtunnel.sweep.tune import branch_config, train_to
     from windtunnel.train.config import RunConfig
     from windtunnel.train.rundir import branch_run

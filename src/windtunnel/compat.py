@@ -10,10 +10,18 @@ added to a config after folders were named by its content hash). A shim warns wh
 from __future__ import annotations
 
 import copy
+import importlib
+import importlib.abc
+import importlib.util
 import inspect
+import sys
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any
+
+#: the version that removes the deprecated names of this release
+REMOVED_IN = "0.2.0"
 
 
 def deprecated(old: str, new: str, stacklevel: int = 3) -> None:
@@ -68,3 +76,50 @@ def mix_takes_capture(mix: Callable[..., Any]) -> bool:
     params = [p for p in inspect.signature(mix).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"]
     return len(params) >= 2
+
+
+# ---------------------------------------------------------------------------------------
+# Modules moved: the old import path still imports, with a warning
+# ---------------------------------------------------------------------------------------
+#: old module -> the module(s) that now hold its names, each old path removed in REMOVED_IN
+MOVED_MODULES: dict[str, tuple[str, ...]] = {
+    "windtunnel.sweep.jobs": ("windtunnel.engine.jobs",),
+    "windtunnel.sweep.execution": ("windtunnel.engine.execution",),
+    "windtunnel.sweep.folders": ("windtunnel.sweep.manifest", "windtunnel.engine.folders"),
+}
+
+
+class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """The importer of :data:`MOVED_MODULES`' old paths: ``import windtunnel.sweep.jobs`` warns
+    and gives the module that holds its names now (the very module, so its functions and classes
+    are the same objects); an old module split in two gives a module whose names are looked up
+    in each new one, in order."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None):
+        return importlib.util.spec_from_loader(name, self) if name in MOVED_MODULES else None
+
+    def create_module(self, spec):
+        return None  # the default module, replaced in exec_module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        old, new = module.__name__, MOVED_MODULES[module.__name__]
+        deprecated(f"the module {old}", f"{' or '.join(new)} ({old} goes in {REMOVED_IN})", stacklevel=2)
+        targets = [importlib.import_module(n) for n in new]
+        if len(targets) == 1:  # the import system returns what sys.modules holds once this has run
+            sys.modules[old] = targets[0]
+            return
+
+        def lookup(name: str) -> Any:
+            for t in targets:
+                if hasattr(t, name):
+                    return getattr(t, name)
+            raise AttributeError(f"module {old!r} (moved to {', '.join(new)}) has no attribute {name!r}")
+
+        module.__getattr__ = lookup
+
+
+def install_moved_modules() -> None:
+    """Let the old paths of :data:`MOVED_MODULES` import (once per interpreter; ``windtunnel``'s
+    ``__init__`` calls it)."""
+    if not any(isinstance(f, MovedModules) for f in sys.meta_path):
+        sys.meta_path.append(MovedModules())

@@ -182,7 +182,7 @@ def test_a_settled_search_that_changes_a_rate_retires_the_runs_it_replaced(tmp_p
     of the old rate leave the manifest for its ``retired`` list (folders kept); any other run the
     folder lists still makes it refuse the sweep."""
     from windtunnel.sweep import expand
-    from windtunnel.sweep.folders import write_manifest
+    from windtunnel.sweep.manifest import write_manifest
     from windtunnel.sweep.primitives import PRIMITIVES
     from windtunnel.sweep.scorecard import _replaced
 

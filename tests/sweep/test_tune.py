@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from windtunnel.cli import app
 from windtunnel.config import ConfigError
+from windtunnel.engine import jobs as jobs_module
 from windtunnel.sweep import Execution
-from windtunnel.sweep import jobs as jobs_module
 from windtunnel.sweep import tune as tune_module
 from windtunnel.sweep.tune import Candidate, TuneRequest, TuneSpec, probe_at, rung_steps, tune, tune_many
 from windtunnel.sweep.tune_files import tune_markdown

@@ -90,8 +90,8 @@ def run(
     trackers: Log = (),
 ) -> None:
     """The main job: train several architectures on one wind tunnel, capacity-matched, and compare."""
+    from windtunnel.engine.execution import Execution
     from windtunnel.sweep.compare import compare
-    from windtunnel.sweep.execution import Execution
     from windtunnel.sweep.markdown import comparison_table
 
     def go():
@@ -129,9 +129,10 @@ def sweep(
     Writes results.csv (a row per run and length), table.csv (means and 95% intervals over seeds),
     summary.md and summary.json; `windtunnel report DIR` turns them into a page.
     """
+    from windtunnel.engine.folders import is_finished
     from windtunnel.sweep import expand, load_sweep, run_sweep, sweep_names
     from windtunnel.sweep.config import parse_grid_option
-    from windtunnel.sweep.folders import default_out, is_finished
+    from windtunnel.sweep.manifest import default_out
 
     if config is None:
         typer.echo("shipped sweeps: " + ", ".join(sweep_names()) + "\nrun one with `windtunnel sweep NAME`, or pass a JSON file")

@@ -124,7 +124,7 @@ def _learning_section(folder: Path, doc: dict[str, Any]) -> list[str]:
 def _curve(folder: Path, doc: dict[str, Any], row: dict[str, Any], key: str) -> tuple[list[int], list[float]] | None:
     """A model's probe-score curve at a primitive's own rung: the shipped reference's, or read from
     its run in the folder."""
-    from windtunnel.sweep.folders import read_manifest
+    from windtunnel.sweep.manifest import read_manifest
     from windtunnel.sweep.reference import load_reference, probe_curve
 
     who = doc["model"] if key == "model" else doc["reference"]

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError, Overrides, short_hash
+from windtunnel.engine.execution import Execution, legacy_execution
 from windtunnel.evaluate.plots import calibration_plot
 from windtunnel.evaluate.record import Evaluation
 from windtunnel.sweep.config import SweepConfig
-from windtunnel.sweep.execution import Execution, legacy_execution
 from windtunnel.sweep.expand import expand
 from windtunnel.sweep.run import run_sweep
 from windtunnel.train.rundir import RunDir
@@ -55,7 +55,7 @@ def compare(
     """Train and evaluate every model; write the sweep tables and ``calibration.png``.
 
     ``overrides``: ``{"train.steps": 500}`` or ``(key, value)`` pairs, for every run;
-    ``execution``: how the runs train and what they report (:class:`~windtunnel.sweep.execution.Execution`;
+    ``execution``: how the runs train and what they report (:class:`~windtunnel.engine.execution.Execution`;
     the keywords ``progress`` and ``trackers`` of earlier versions still work, deprecated)."""
     execution = legacy_execution("compare", execution, legacy, ("progress", "trackers"))
     if legacy.get("progress") is False:  # compare(progress=False) was silent

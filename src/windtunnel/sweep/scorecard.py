@@ -30,10 +30,10 @@ from typing import Any
 from pydantic import Field, PrivateAttr, model_validator
 
 from windtunnel.config import ConfigError
+from windtunnel.engine.execution import Execution, check_reuse
 from windtunnel.sweep.config import SweepConfig, _WithOverrides
-from windtunnel.sweep.execution import Execution, check_reuse
 from windtunnel.sweep.expand import SweepRun, expand
-from windtunnel.sweep.folders import MANIFEST, default_out, read_manifest
+from windtunnel.sweep.manifest import MANIFEST, default_out, read_manifest
 from windtunnel.sweep.preflight import Sizing, preflight, preflight_lines, unmatched
 from windtunnel.sweep.primitives import PRIMITIVES, REFERENCE, budget_execution, tune_configs
 from windtunnel.sweep.reference import check_applies, load_reference
@@ -195,7 +195,7 @@ class ScorecardPlan:
 
     def lines(self, out: Path | str | None = None) -> list[str]:
         """The pre-flight and the planned runs, as ``--dry-run`` prints them."""
-        from windtunnel.sweep.folders import is_finished
+        from windtunnel.engine.folders import is_finished
 
         req = self.scored
         sweep = req.sweep()
@@ -241,7 +241,7 @@ def run_scorecard(request: ScorecardRequest, out: Path | str | None = None,
     reference, the backend, the reuse folders), size the model on every tunnel (the pre-flight,
     :func:`plan_scorecard`; a tunnel it cannot be matched on is left out), tune what the profile
     commits no rate for, run the sweep in ``out`` (default:
-    :func:`~windtunnel.sweep.folders.default_out` of its config and the overrides as written), rung
+    :func:`~windtunnel.sweep.manifest.default_out` of its config and the overrides as written), rung
     by rung unless ``full_ladder``, and write ``scorecard.json``. A search or a run that fails
     leaves its primitive with the error; the others complete."""
     execution = execution or Execution()

@@ -12,7 +12,7 @@ a sweep would train with that setting (same content-hashed folder, schedule and 
 3. the one left resumes to the end and is evaluated: the run the scorecard or sweep then reuses.
 
 ``full=True`` trains every candidate to the end instead; a candidate whose loss turns non-finite
-counts as the worst. Every stage runs through :func:`~windtunnel.sweep.jobs.run_jobs`. The table
+counts as the worst. Every stage runs through :func:`~windtunnel.engine.jobs.run_jobs`. The table
 of every candidate at every point it reached is ``tune-<task>-<model>.json`` / ``.csv`` / ``.md``
 (:mod:`~windtunnel.sweep.tune_files`), with the search's :func:`cautions`. Cost, score and
 cautions: docs/sweeps.md, "Tuning: one protocol for every architecture".
@@ -29,14 +29,13 @@ from typing import Any
 from pydantic import AliasChoices, Field, model_validator
 
 from windtunnel.config import ConfigError, StrictConfig
+from windtunnel.engine.execution import Execution, legacy_execution
+from windtunnel.engine.folders import reuse_runs
+from windtunnel.engine.jobs import Job, failures, run_jobs
 from windtunnel.evaluate.record import METRICS, Evaluation, ScoredMetric, primitive_score
-from windtunnel.interrupt import StopFlag, stop_on_signals
-from windtunnel.lock import folder_lock
+from windtunnel.interrupt import StopFlag
 from windtunnel.sweep.config import Grid
-from windtunnel.sweep.execution import Execution, legacy_execution
 from windtunnel.sweep.expand import grid_points
-from windtunnel.sweep.folders import reuse_runs
-from windtunnel.sweep.jobs import Job, failures, run_jobs
 from windtunnel.sweep.primitives import budget_execution, task_metric, tune_configs
 from windtunnel.sweep.run import tokens_to
 from windtunnel.sweep.tune_files import tune_name, write_tune
@@ -494,14 +493,14 @@ def tune_in_folder(searches: list[tuple[RunConfig, TuneSpec | None]], out: Path 
     """:func:`tune_many` of the searches ``(base, spec)``, all in ``out``, locked against a second
     writer (what ``windtunnel tune`` and the scorecard run). The candidates that a folder of
     ``execution.reuse`` holds, finished or paused, are copied in first
-    (:func:`~windtunnel.sweep.folders.reuse_runs`)."""
+    (:func:`~windtunnel.engine.folders.reuse_runs`)."""
     candidates = []
     for base, spec in searches:  # every candidate and every cooldown branch its search could train
         spec = spec or TuneSpec()
         for _, c in candidate_configs(base, spec.grid):
             steps = rung_steps(base, spec.compare_at) if spec.cooldown and not spec.full else []
             candidates += [c, *(branch_config(c, s, spec.cooldown) for s in steps)]
-    with folder_lock(Path(out), "sweep"), stop_on_signals() as stop:
+    with execution.local().workspace(out, "sweep") as stop:
         reuse_runs(candidates, Path(out), execution.reuse, execution.log, stop)
         return tune_many([(base, out, spec) for base, spec in searches], execution, stop)
 

@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from windtunnel.engine.execution import Execution
 from windtunnel.files import DiskFullError
 from windtunnel.interrupt import Interrupted, StopFlag
-from windtunnel.sweep.execution import Execution
 
 Status = Literal["finished", "failed", "stopped", "skipped"]
 
