@@ -399,3 +399,24 @@ def test_finalists_stopped_by_early_decisions_are_compared_at_the_same_step(tmp_
         "".join(json.dumps({"step": s, kl: v}) + "\n" for s, v in [(10, 0.09), (12, 0.05), (20, 0.04)]))
     early.scores[20], search.compared_at = 0.04, None
     assert search.rank_finalists([early, late], 20) == [late, early] and search.compared_at is None  # both at the end
+
+
+def test_the_comparison_is_a_pure_function_of_the_probes_and_the_settings():
+    """tune_rules.compare: what the live search and the studies decide by (no run, no file)."""
+    from windtunnel.sweep.tune_rules import Probe, compare, rank
+
+    probes = [Probe("a", 0.100, 0.1, 0.3), Probe("b", 0.101, 0.1, 0.29), Probe("c", 0.2, 0.2, 0.1),
+              Probe("d", None), Probe("e", float("nan"))]
+    halving = TuneSpec()
+    v = compare(probes, halving, last=False)  # ceil(5 / 2) = 3 go on; the failed and the diverged rank last
+    assert (v.go_on, v.stopped, v.unsettled, v.held) == (["a", "b", "c"], ["d", "e"], [], False)
+    assert compare(probes, halving, last=True).go_on == ["a"]
+    guarded = TuneSpec(guard=0.5, keep_ties=True)  # the leader's score 0.3 < 0.5: the guard holds
+    v = compare(probes, guarded, last=False)
+    assert v.held and v.go_on == ["a", "b", "c"]
+    v = compare(probes, guarded, last=True)  # at the last comparison the leader goes on alone
+    assert (v.go_on, v.unsettled, v.stopped) == (["a"], ["b", "c"], ["b", "c", "d", "e"])
+    assert compare(probes, guarded.model_copy(update={"settle": True}), last=True).go_on == ["a", "b", "c"]
+    ties = TuneSpec(keep_ties=True, finalists=0.15)  # no guard: "b" within 15% of the leader trains to the end
+    assert compare(probes, ties, last=True).go_on == ["a", "b"]
+    assert rank(probes[::-1], "kl_bayes_model") == ["a", "b", "c", "e", "d"]  # the last two tie: as given

@@ -81,7 +81,13 @@ def run_jobs(jobs: Sequence[Job], execution: Execution, stop: StopFlag | None = 
         return _on_ray(list(jobs), execution.log, stop)
     if execution.in_this_process(len(jobs)):
         return _here(list(jobs), execution.log, stop)
-    return _in_processes(sorted(jobs, key=lambda j: j.cost, reverse=True), int(execution.workers), execution.log, stop)
+    return _in_processes(pool_order(jobs), int(execution.workers), execution.log, stop)
+
+
+def pool_order(jobs: Sequence[Any], cost: Callable[[Any], float] = lambda job: job.cost) -> list:
+    """The order in which a pool of workers starts ``jobs``, each on the first free worker: the
+    costliest first, so that the last to finish are short (``cost``: a job's; default ``Job.cost``)."""
+    return sorted(jobs, key=cost, reverse=True)
 
 
 # ---------------------------------------------------------------------------------------

@@ -346,7 +346,7 @@ def _climb(request: ScorecardRequest, sweep: SweepConfig, runs: list[SweepRun], 
     ladders = {prim: [rule for rule in sweep.primitives.rules if rule.partition("@")[0] == prim]
                for prim in chosen_primitives(request.profile, request.primitives)}
     rules = sweep.primitives.rules
-    steps = {prim: _Climb(_rung_order(request.profile, prim, names)) for prim, names in ladders.items()}
+    steps = {prim: Climb(_rung_order(request.profile, prim, names)) for prim, names in ladders.items()}
     chosen = {rules[c.current].experiment for c in steps.values()}
     failed: dict[str, str] = {}
     while True:
@@ -380,8 +380,9 @@ def _rung_order(profile: str, prim: str, names: list[str]) -> list[str]:
     return sorted(names, key=lambda n: order.index(task if "@" not in n else f"{task}@{n.partition('@')[2]}"))
 
 
-class _Climb:
-    """One primitive's ladder search: from the profile's own rung, up while realised, down while not."""
+class Climb:
+    """One primitive's ladder search over ``rules`` (easiest rung first; the profile's own rung is
+    the one whose name has no ``@``): from the own rung, up while realised, down while not."""
 
     def __init__(self, rules: list[str]):
         self.rules = rules
@@ -391,6 +392,10 @@ class _Climb:
     @property
     def current(self) -> str:
         return self.rules[self.i]
+
+    def paths(self) -> list[list[str]]:
+        """The two longest climbs from the own rung: up (realised at every rung) and down (at none)."""
+        return [self.rules[self.i:], self.rules[self.i::-1]]
 
     def next(self, cell: dict[str, Any] | None) -> str | None:
         """The rung to score next after ``cell`` (the current rung's result), or None: done."""

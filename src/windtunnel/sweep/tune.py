@@ -20,7 +20,6 @@ cautions: docs/sweeps.md, "Tuning: one protocol for every architecture".
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,14 +40,15 @@ from windtunnel.sweep.run import tokens_to
 from windtunnel.sweep.tune_files import tune_name, write_tune
 from windtunnel.sweep.tune_rules import (  # noqa: F401  (rung_steps, probe_at: read from here by callers)
     PLATEAU_SPREAD,
+    Probe,
     cautions,
+    compare,
     curriculum_cautions,
     last_probe,
     last_probe_step,
     probe_at,
-    rank_key,
+    rank,
     rung_steps,
-    survivors,
 )
 from windtunnel.train.config import RunConfig, apply_overrides
 from windtunnel.train.decide import Decision
@@ -351,7 +351,7 @@ class _Search:
 
     def advance(self, failed: dict[str, str]) -> None:
         """Read this stage's probes (annealed ones where the search anneals) and keep the survivors
-        (:func:`~windtunnel.sweep.tune_rules.survivors`); at the end, rank the finishers."""
+        (:func:`~windtunnel.sweep.tune_rules.compare`); at the end, rank the finishers."""
         s, spec = self.stages[self.i], self.spec
         for c in self.alive:
             if c.run in failed:
@@ -377,23 +377,17 @@ class _Search:
         if self.final:
             self.alive, self.i = self.rank_finalists(alive, s), self.i + 1
             return
-        alive.sort(key=lambda c: rank_key(spec.metric, value(c), c.kl))
-        if spec.guard is not None:
-            base = self.baseline()
-            for c in alive:
-                v = value(c)
-                c.probe_score[s] = None if v is None or base is None else primitive_score(spec.metric, v, base)
-        last = self.i == len(self.steps_at) - 1
-        keep = 1 if last else math.ceil(len(alive) / spec.eta)
-        kept, held = survivors([(c, value(c), c.probe_score.get(s)) for c in alive], keep, spec.guard, spec.keep_ties,
-                               spec.finalists if last else PLATEAU_SPREAD)
-        if last and held and not spec.settle:  # the leader goes on; the others could not be ruled out
-            self.unsettled += kept[1:]
-            kept = kept[:1]
+        base = self.baseline() if spec.guard is not None else None
         for c in alive:
-            if c not in kept:
-                c.status = f"stopped at step {s}" + (" (unsettled)" if c in self.unsettled else "")
-        self.alive, self.i = kept, self.i + 1
+            v = value(c)
+            if spec.guard is not None:
+                c.probe_score[s] = None if v is None or base is None else primitive_score(spec.metric, v, base)
+        verdict = compare([Probe(c, value(c), c.kl, c.probe_score.get(s)) for c in alive], spec,
+                          last=self.i == len(self.steps_at) - 1)
+        self.unsettled += verdict.unsettled
+        for c in verdict.stopped:
+            c.status = f"stopped at step {s}" + (" (unsettled)" if c in self.unsettled else "")
+        self.alive, self.i = verdict.go_on, self.i + 1
 
     def rank_finalists(self, alive: list[Candidate], end: int) -> list[Candidate]:
         """The candidates trained to the end, best first. Where early decisions stopped some of them
@@ -403,11 +397,10 @@ class _Search:
         stops = [last_probe_step(self.out / c.run, metric) for c in alive]
         common = min((t for t in stops if t is not None), default=end)
         if len(alive) < 2 or all(t in (None, common) for t in stops):
-            return sorted(alive, key=lambda c: rank_key(metric, c.scores[end], c.kl))
+            return rank([Probe(c, c.scores[end], c.kl) for c in alive], metric)
         self.compared_at = common
-        at = {c.run: (probe_at(self.out / c.run, common, metric), probe_at(self.out / c.run, common, "kl_bayes_model"))
-              for c in alive}
-        return sorted(alive, key=lambda c: rank_key(metric, *at[c.run]))
+        return rank([Probe(c, probe_at(self.out / c.run, common, metric), probe_at(self.out / c.run, common, "kl_bayes_model"))
+                     for c in alive], metric)
 
     def result(self, together: int = 1) -> TuneResult:
         """The winner, its evaluation, the cautions; writes the search's table files."""
