@@ -51,18 +51,18 @@ import torch
 from windtunnel.engine.execution import cpu_cores
 from windtunnel.engine.jobs import pool_order
 from windtunnel.evaluate.evaluator import probe_metrics, sample_eval
+from windtunnel.scorecard.score import Climb, ladder, scorecard_sweep
 from windtunnel.sweep import Execution
 from windtunnel.sweep.expand import expand
 from windtunnel.sweep.manifest import unique_runs
 from windtunnel.sweep.primitives import PRIMITIVES, budget_execution
 from windtunnel.sweep.run import run_cost, tokens_to
-from windtunnel.sweep.scorecard import Climb, ladder, scorecard_sweep
-from windtunnel.sweep.tune import SEARCH, TuneSpec, rung_steps
-from windtunnel.sweep.tune_rules import keep_count
 from windtunnel.tasks import make_generator
 from windtunnel.train.build import build
 from windtunnel.train.config import load_profile
 from windtunnel.train.trainer import check_loss, evaluate_run, make_optimizer, train, train_step
+from windtunnel.tune.rules import keep_count
+from windtunnel.tune.search import SEARCH, TuneSpec, rung_steps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from _provenance import provenance  # noqa: E402

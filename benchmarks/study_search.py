@@ -33,7 +33,7 @@ import math
 from pathlib import Path
 
 from windtunnel.sweep import Execution
-from windtunnel.sweep.tune import TuneRequest, run_tune
+from windtunnel.tune.search import TuneRequest, run_tune
 
 #: the sixteen reversals (docs of the earlier rounds: HMM 3, Kalman 5, bijection 1, regression 7)
 CASES = {
@@ -114,7 +114,7 @@ def last_points(root: Path, task: str, model: str) -> tuple[dict, int, list[tupl
     """A case's live search (its document), its last comparison step, and every candidate compared
     there: (rate, its kept state at that step, its config). Read once per case (the replays ask
     for it once per rule); the caller does not change it."""
-    from windtunnel.sweep.tune_files import tune_name
+    from windtunnel.tune.outputs import tune_name
 
     folder = root / task
     doc = json.loads((folder / f"{tune_name(task, model)}.json").read_text())
@@ -130,8 +130,8 @@ def last_points(root: Path, task: str, model: str) -> tuple[dict, int, list[tupl
 def rules(doc: dict, spread: float = 0.02, guard: bool = True):
     """The live search's settings (:data:`LIVE`) with ties at the last comparison within ``spread``,
     and the plateau guard on or off: what the package's comparison
-    (:func:`windtunnel.sweep.tune_rules.compare`) decides by, replaying a case's recorded probes."""
-    from windtunnel.sweep.tune import TuneSpec
+    (:func:`windtunnel.tune.rules.compare`) decides by, replaying a case's recorded probes."""
+    from windtunnel.tune.search import TuneSpec
 
     return TuneSpec(metric=doc["metric"], eta=doc["spec"]["eta"], guard=LIVE["guard"] if guard else None,
                     keep_ties=LIVE["keep_ties"], finalists=spread)
@@ -147,9 +147,9 @@ def cooldowns(root: Path, jobs: int, fractions: list[float], cases: list[tuple[s
     kept there (``points/``): every candidate compared there, annealed to 0 over ``fraction`` x the
     step. What the live search would have picked with them is :func:`replay`."""
     from windtunnel.engine.jobs import Job, run_jobs
-    from windtunnel.sweep.tune import branch_config, train_to
     from windtunnel.train.config import RunConfig
     from windtunnel.train.rundir import branch_run
+    from windtunnel.tune.search import branch_config, train_to
 
     todo = []
     for task, model in cases:
@@ -176,9 +176,9 @@ def _annealed_at_last(root: Path, case: dict, fraction: float) -> list[tuple[flo
     """Every candidate compared at the case's last comparison, with its probe after a cooldown branch
     of ``fraction`` x the step there (the live branches, or those :func:`cooldowns` trained):
     (rate, the search's metric, probe KL), unsorted; None where a branch is not trained."""
-    from windtunnel.sweep.tune import branch_config
-    from windtunnel.sweep.tune_rules import probe_at
     from windtunnel.train.config import RunConfig
+    from windtunnel.tune.rules import probe_at
+    from windtunnel.tune.search import branch_config
 
     doc, last, points = last_points(root, case["task"], case["model"])
     end = last + max(1, round(fraction * last))
@@ -204,7 +204,7 @@ def replay(root: Path, case: dict, finals: dict[float, float], fraction: float =
     ``extrapolate`` (live branches only): where the guard lets go, the candidates are ranked by
     their annealed probes at the two comparisons extended to the end as a power law in the step
     (``v(t) = v(last) (t / last)^-c``, ``c`` from the two probes)."""
-    from windtunnel.sweep.tune_rules import Probe, compare
+    from windtunnel.tune.rules import Probe, compare
 
     doc, last, points = last_points(root, case["task"], case["model"])
     steps = doc["base"]["train"]["steps"]
@@ -243,7 +243,7 @@ def replay_first(root: Path, case: dict, finals: dict[float, float], probe: str 
     verdict would call unsettled) and the search's cost in run lengths, counted from its structure:
     every candidate to the first comparison (and its branch there when annealed), each survivor to
     the last (and its branch), each finalist to the end."""
-    from windtunnel.sweep.tune_rules import Probe, compare, rank_key
+    from windtunnel.tune.rules import Probe, compare, rank_key
 
     doc, last, _ = last_points(root, case["task"], case["model"])
     first, steps, metric = doc["rung_steps"][0], doc["base"]["train"]["steps"], doc["metric"]
@@ -286,7 +286,7 @@ def replay_first(root: Path, case: dict, finals: dict[float, float], probe: str 
 
 def measured_finals(root: Path, task: str, model: str) -> dict[float, float] | None:
     """The final probe of every rate trained to the end here by :func:`ground`, or None."""
-    from windtunnel.sweep.tune_files import tune_name
+    from windtunnel.tune.outputs import tune_name
 
     path = root / "full" / task / f"{tune_name(task, model, full=True)}.json"
     if not path.is_file():
@@ -316,8 +316,8 @@ def _lr(v: float) -> str:
 def case_result(root: Path, case: dict) -> dict:
     """One reversal judged: the recorded halving pick and full winner beside the live search's
     pick, its final probe (a check that the runs reproduce the recorded ones) and its cost."""
-    from windtunnel.sweep.tune_files import tune_name
     from windtunnel.train.rundir import RunDir
+    from windtunnel.tune.outputs import tune_name
 
     folder = root / case["task"]
     doc = json.loads((folder / f"{tune_name(case['task'], case['model'])}.json").read_text())

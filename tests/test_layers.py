@@ -4,7 +4,8 @@ package), and no modules import each other in a circle.
 Layers, bottom to top::
 
     leaf helpers (the modules at the package root: config, files, tables, figures, stats, ...)
-    -> tasks -> models | evaluate -> train -> engine -> geometry | llm -> sweep -> report | interop -> cli
+    -> tasks -> models | evaluate -> train -> engine -> geometry | llm -> sweep -> tune -> scorecard
+    -> report | interop -> cli
 
 A package may import its own modules and anything in a lower layer; never a higher layer, and
 never its sibling in the same layer (``models`` and ``evaluate``; ``geometry`` and ``llm``; ``report`` and ``interop``).
@@ -43,8 +44,10 @@ LAYERS: dict[str, int] = {
     "engine": 4,
     "geometry": 5, "llm": 5,
     "sweep": 6,
-    "report": 7, "interop": 7,
-    "cli": 8,
+    "tune": 7,
+    "scorecard": 8,
+    "report": 9, "interop": 9,
+    "cli": 10,
 }
 LEAF = 0
 

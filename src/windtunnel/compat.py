@@ -86,6 +86,13 @@ MOVED_MODULES: dict[str, tuple[str, ...]] = {
     "windtunnel.sweep.jobs": ("windtunnel.engine.jobs",),
     "windtunnel.sweep.execution": ("windtunnel.engine.execution",),
     "windtunnel.sweep.folders": ("windtunnel.sweep.manifest", "windtunnel.engine.folders"),
+    "windtunnel.sweep.tune": ("windtunnel.tune.search",),
+    "windtunnel.sweep.tune_rules": ("windtunnel.tune.rules",),
+    "windtunnel.sweep.tune_files": ("windtunnel.tune.outputs",),
+    "windtunnel.sweep.scorecard": ("windtunnel.scorecard.score",),
+    "windtunnel.sweep.scorecard_doc": ("windtunnel.scorecard.document",),
+    "windtunnel.sweep.preflight": ("windtunnel.scorecard.preflight",),
+    "windtunnel.sweep.reference": ("windtunnel.scorecard.reference",),
 }
 
 

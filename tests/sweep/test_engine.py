@@ -15,11 +15,11 @@ from windtunnel.config import ConfigError
 from windtunnel.engine.jobs import Job, run_jobs
 from windtunnel.files import DiskFullError
 from windtunnel.interrupt import StopFlag
+from windtunnel.scorecard.score import ScorecardRequest, run_scorecard, scorecard_lines
 from windtunnel.sweep import Execution, SweepConfig, run_sweep
 from windtunnel.sweep.compare import compare
-from windtunnel.sweep.scorecard import ScorecardRequest, run_scorecard, scorecard_lines
-from windtunnel.sweep.tune import Candidate, TuneRequest, run_tune
 from windtunnel.train.tracking import Trackers
+from windtunnel.tune.search import Candidate, TuneRequest, run_tune
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TINY = ["train.steps=3", "train.batch_size=8", "train.checkpoints=2", "train.threads=1", "eval.n_sequences=32",

@@ -216,8 +216,8 @@ def scorecard(
     pre-flight, printed); a tunnel it cannot be matched on is left out ("not scored: capacity").
     """
     from windtunnel.report.page import write_report
-    from windtunnel.sweep.preflight import preflight_lines
-    from windtunnel.sweep.scorecard import (
+    from windtunnel.scorecard.preflight import preflight_lines
+    from windtunnel.scorecard.score import (
         SCORECARD_FILE,
         ScorecardRequest,
         plan_scorecard,
@@ -289,7 +289,7 @@ def tune_cmd(
     """
     from windtunnel.report.page import write_report
     from windtunnel.sweep.config import parse_grid_option
-    from windtunnel.sweep.tune import TuneRequest, run_tune
+    from windtunnel.tune.search import TuneRequest, run_tune
 
     def go():
         if rungs is not None:

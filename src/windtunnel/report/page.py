@@ -132,7 +132,7 @@ def experiment_section(folder: Path, exp: str, slug: str, members: list, rows: l
     accuracy (when the experiment is read by it), training curves, geometry and its runs.
     ``members``: its finished runs; ``rows``: its rows of the summary table; ``rule_metric``: its
     primitive's metric in the sweep's rules (None: no rule). Accuracy is shown when that rule, or
-    the scorecard's metric for the experiment's task (:func:`~windtunnel.sweep.scorecard.task_metric`),
+    the scorecard's metric for the experiment's task (:func:`~windtunnel.scorecard.score.task_metric`),
     is accuracy."""
     from windtunnel.sweep.primitives import task_metric
 
@@ -249,7 +249,7 @@ def sweep_ladders_section(folder: Path, sweep: Any, summary: dict[str, Any]) -> 
 def tune_section(folder: Path) -> list[str]:
     """Every tuning search in the folder (``tune-*.json``): the probe metric against the learning
     rate per architecture and task, and each search's table."""
-    from windtunnel.sweep.tune_files import read_tunes, tune_name
+    from windtunnel.tune.outputs import read_tunes, tune_name
 
     docs = [d for d in read_tunes(folder) if "train.lr" in d["spec"]["grid"]]
     if not docs:

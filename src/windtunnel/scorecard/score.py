@@ -8,16 +8,16 @@ reference transformer, with the budget of ``paper1-quick`` (the quick profiles) 
 (``--profile paper``). How it gets a decisive answer fast:
 
 - **the reference is data**: the transformer's results at every rung ship with the package
-  (:mod:`~windtunnel.sweep.reference`); only MODEL trains (other sources: ``--reference train|FOLDER|none``);
+  (:mod:`~windtunnel.scorecard.reference`); only MODEL trains (other sources: ``--reference train|FOLDER|none``);
 - **the learning rate is searched** where the profile commits none, by the annealed search with
-  the plateau guard (:mod:`~windtunnel.sweep.tune`; ``--full``: every rate to the end);
+  the plateau guard (:mod:`~windtunnel.tune.search`; ``--full``: every rate to the end);
 - **runs decide early**: a run stops once its probe and its full evaluation agree that the
   primitive is realised (:mod:`windtunnel.train.decide`; ``--no-early-stop``: the full budget);
 - **the ladder is searched, not swept**: the profile's own rung first, then up while realised
   and down while not (``--full-ladder``: every rung).
 
 It is an ordinary sweep (run folders, resume, the Ray backend, tables, ``windtunnel report``);
-what makes and reads it is in :mod:`~windtunnel.sweep.scorecard_doc`.
+what makes and reads it is in :mod:`~windtunnel.scorecard.document`.
 """
 
 from __future__ import annotations
@@ -31,14 +31,7 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from windtunnel.config import ConfigError
 from windtunnel.engine.execution import Execution, check_reuse
-from windtunnel.sweep.config import SweepConfig, _WithOverrides
-from windtunnel.sweep.expand import SweepRun, expand
-from windtunnel.sweep.manifest import MANIFEST, default_out, read_manifest
-from windtunnel.sweep.preflight import Sizing, preflight, preflight_lines, unmatched
-from windtunnel.sweep.primitives import PRIMITIVES, REFERENCE, budget_execution, tune_configs
-from windtunnel.sweep.reference import check_applies, load_reference
-from windtunnel.sweep.run import SweepError, SweepOutcome, run_sweep, summarise
-from windtunnel.sweep.scorecard_doc import (  # noqa: F401  (the scorecard's parts, read from here by callers)
+from windtunnel.scorecard.document import (  # noqa: F401  (the scorecard's parts, read from here by callers)
     SCORECARD_FILE,
     chosen_primitives,
     ladder,
@@ -51,9 +44,16 @@ from windtunnel.sweep.scorecard_doc import (  # noqa: F401  (the scorecard's par
     unscored_text,
     write_scorecard,
 )
+from windtunnel.scorecard.preflight import Sizing, preflight, preflight_lines, unmatched
+from windtunnel.scorecard.reference import check_applies, load_reference
+from windtunnel.sweep.config import SweepConfig, _WithOverrides
+from windtunnel.sweep.expand import SweepRun, expand
+from windtunnel.sweep.manifest import MANIFEST, default_out, read_manifest
+from windtunnel.sweep.primitives import PRIMITIVES, REFERENCE, budget_execution, tune_configs
+from windtunnel.sweep.run import SweepError, SweepOutcome, run_sweep, summarise
 from windtunnel.sweep.shape import ModelSets, parse_model_sets, sets_within
-from windtunnel.sweep.tune import SEARCH, TuneError, TuneSpec, tune_in_folder
 from windtunnel.train.config import RunConfig, load_profile
+from windtunnel.tune.search import SEARCH, TuneError, TuneSpec, tune_in_folder
 
 
 class ScorecardRequest(_WithOverrides):

@@ -14,7 +14,7 @@ a sweep would train with that setting (same content-hashed folder, schedule and 
 ``full=True`` trains every candidate to the end instead; a candidate whose loss turns non-finite
 counts as the worst. Every stage runs through :func:`~windtunnel.engine.jobs.run_jobs`. The table
 of every candidate at every point it reached is ``tune-<task>-<model>.json`` / ``.csv`` / ``.md``
-(:mod:`~windtunnel.sweep.tune_files`), with the search's :func:`cautions`. Cost, score and
+(:mod:`~windtunnel.tune.outputs`), with the search's :func:`cautions`. Cost, score and
 cautions: docs/sweeps.md, "Tuning: one protocol for every architecture".
 """
 
@@ -37,8 +37,11 @@ from windtunnel.sweep.config import Grid
 from windtunnel.sweep.expand import grid_points
 from windtunnel.sweep.primitives import budget_execution, task_metric, tune_configs
 from windtunnel.sweep.run import tokens_to
-from windtunnel.sweep.tune_files import tune_name, write_tune
-from windtunnel.sweep.tune_rules import (  # noqa: F401  (rung_steps, probe_at: read from here by callers)
+from windtunnel.train.config import RunConfig, apply_overrides
+from windtunnel.train.decide import Decision
+from windtunnel.train.rundir import RunDir
+from windtunnel.tune.outputs import tune_name, write_tune
+from windtunnel.tune.rules import (  # noqa: F401  (rung_steps, probe_at: read from here by callers)
     PLATEAU_SPREAD,
     Probe,
     cautions,
@@ -50,9 +53,6 @@ from windtunnel.sweep.tune_rules import (  # noqa: F401  (rung_steps, probe_at: 
     rank,
     rung_steps,
 )
-from windtunnel.train.config import RunConfig, apply_overrides
-from windtunnel.train.decide import Decision
-from windtunnel.train.rundir import RunDir
 
 #: np.logspace(-4, -2, 5), to three significant digits
 DEFAULT_LRS = [1e-4, 3.16e-4, 1e-3, 3.16e-3, 1e-2]
@@ -351,7 +351,7 @@ class _Search:
 
     def advance(self, failed: dict[str, str]) -> None:
         """Read this stage's probes (annealed ones where the search anneals) and keep the survivors
-        (:func:`~windtunnel.sweep.tune_rules.compare`); at the end, rank the finishers."""
+        (:func:`~windtunnel.tune.rules.compare`); at the end, rank the finishers."""
         s, spec = self.stages[self.i], self.spec
         for c in self.alive:
             if c.run in failed:

@@ -18,7 +18,7 @@ and so do:
 
 :func:`compare` is the search's decision at a comparison, and :func:`rank` its order of the
 finalists: pure functions of the candidates' probes and the search's settings, with no I/O. The
-live search (:mod:`windtunnel.sweep.tune`) calls them with the probes it reads from its runs; a
+live search (:mod:`windtunnel.tune.search`) calls them with the probes it reads from its runs; a
 study of the search calls them with recorded probes (``benchmarks/study_search.py``).
 """
 
@@ -115,7 +115,7 @@ def survivors(ranked: list[tuple[Any, float | None, float | None]], keep: int, g
 
 
 class Settings(Protocol):
-    """What :func:`compare` reads of a search's settings (a :class:`~windtunnel.sweep.tune.TuneSpec`)."""
+    """What :func:`compare` reads of a search's settings (a :class:`~windtunnel.tune.search.TuneSpec`)."""
 
     metric: str
     eta: float
