@@ -18,6 +18,7 @@ import sys
 import types
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 #: the version that removes the deprecated names of this release
@@ -67,6 +68,22 @@ def task_preset(preset: str | None, profile: str | None) -> str | None:
         deprecated("make_task(profile=...)", "preset=...", stacklevel=4)
         return preset if preset is not None else profile
     return preset
+
+
+@dataclass(frozen=True)
+class EarlierContract:
+    """What a model class keeps of the earlier model contract, read once when the class is created
+    (:meth:`windtunnel.models.base.WindModel.__init_subclass__`), not on every forward pass:
+    ``runs_itself`` (a ``_run(inputs, positions, capture)`` that runs the whole model) and
+    ``mix_takes_capture`` (``mix(x, cache)``, called with the capture in progress). Removed in
+    :data:`REMOVED_IN`, with the earlier contract."""
+
+    runs_itself: bool = False
+    mix_takes_capture: bool = False
+
+    @classmethod
+    def of(cls, model_class: type) -> EarlierContract:
+        return cls(hasattr(model_class, "_run"), mix_takes_capture(model_class.mix))
 
 
 def mix_takes_capture(mix: Callable[..., Any]) -> bool:
