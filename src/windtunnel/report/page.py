@@ -94,13 +94,13 @@ def geometry_section(run_dir: Path, rel: str, level: int = 3) -> list[str]:
 # A sweep
 # ---------------------------------------------------------------------------------------
 def sweep_report(folder: Path) -> tuple[str, str]:
-    from windtunnel.sweep import read_manifest, write_tables
+    from windtunnel.sweep import read_manifest
     from windtunnel.sweep.markdown import sweep_markdown
-    from windtunnel.sweep.run import is_finished
+    from windtunnel.sweep.run import is_finished, summarise
 
     sweep, runs = read_manifest(folder)
     old = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
-    summary = write_tables(folder, sweep, runs, old.get("failed"))  # fresh tables from what has finished
+    summary, _ = summarise(folder, sweep, runs, old.get("failed"))  # from what has finished; no file is rewritten
     title = f"windtunnel report: sweep {sweep.name}"
     lines = [sweep_markdown(summary, sweep, title), ""]
     # under the summary's ladder table: a scorecard's heat maps hold its reference and the rungs it skipped
