@@ -96,6 +96,45 @@ def mix_takes_capture(mix: Callable[..., Any]) -> bool:
 
 
 # ---------------------------------------------------------------------------------------
+# Keywords of earlier versions
+# ---------------------------------------------------------------------------------------
+#: the keywords each entry point took before the Execution (``jobs`` is now ``workers``)
+EXECUTION_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "run_sweep": ("backend", "address", "jobs", "trackers", "reuse", "progress", "log"),
+    "tune": ("jobs", "log"),
+    "tune_many": ("jobs", "log"),
+    "compare": ("progress", "trackers"),
+}
+
+
+def legacy_execution(where: str, execution: Any, legacy: dict[str, Any], build: Callable[..., Any]) -> Any:
+    """``execution``, or one built by ``build`` (the :class:`~windtunnel.engine.execution.Execution`
+    class) from the keywords ``where`` took before it existed (:data:`EXECUTION_KEYWORDS`), with a
+    deprecation warning; the keywords go in :data:`REMOVED_IN`."""
+    unknown = legacy.keys() - set(EXECUTION_KEYWORDS[where])
+    if unknown:
+        raise TypeError(f"{where}() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    if not legacy:
+        return execution or build()
+    if execution is not None:
+        raise TypeError(f"{where}(): give execution= or the keywords it replaces, not both")
+    deprecated(f"{where}({'=..., '.join(legacy)}=...)", f"{where}(..., execution=Execution(...))", stacklevel=4)
+    return build(**{("workers" if k == "jobs" else k): v for k, v in legacy.items() if v is not None})
+
+
+def tracking_group(legacy: dict[str, Any]) -> str | None:
+    """``train(tracking_group=...)``, the group now given to ``Trackers.parse``; any other keyword
+    of ``legacy`` is a TypeError. Goes in :data:`REMOVED_IN`."""
+    legacy = dict(legacy)
+    group = legacy.pop("tracking_group", None)
+    if legacy:
+        raise TypeError(f"train() got unexpected keyword argument(s): {', '.join(legacy)}")
+    if group is not None:
+        deprecated("train(tracking_group=...)", "train(trackers=Trackers.parse(names, group=...))", stacklevel=4)
+    return group
+
+
+# ---------------------------------------------------------------------------------------
 # Modules moved: the old import path still imports, with a warning
 # ---------------------------------------------------------------------------------------
 #: old module -> the module(s) that now hold its names, each old path removed in REMOVED_IN

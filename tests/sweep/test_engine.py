@@ -194,3 +194,18 @@ def test_a_moved_module_still_imports_from_its_old_path_and_warns(old, monkeypat
         target = importlib.import_module(new)
         for name in [n for n in vars(target) if not n.startswith("_")]:
             assert getattr(module, name) is getattr(target, name), (old, new, name)
+
+
+def test_the_keyword_shims_live_in_compat_and_warn():
+    """compat.legacy_execution and compat.tracking_group: each old keyword warns; an unknown one is a TypeError."""
+    from windtunnel import compat
+
+    with pytest.warns(DeprecationWarning, match=r"train\(tracking_group=...\) is deprecated"):
+        assert compat.tracking_group({"tracking_group": "g"}) == "g"
+    assert compat.tracking_group({}) is None
+    with pytest.raises(TypeError, match="nosuch"):
+        compat.tracking_group({"nosuch": 1})
+    with pytest.warns(DeprecationWarning, match=r"run_sweep\(jobs=...\) is deprecated"):
+        assert compat.legacy_execution("run_sweep", None, {"jobs": 2}, Execution).workers == 2
+    with pytest.raises(TypeError, match="backend"):
+        compat.legacy_execution("tune", None, {"backend": "ray"}, Execution)

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from windtunnel.compat import deprecated
 from windtunnel.config import ConfigError, require
 from windtunnel.interrupt import stop_on_signals
 from windtunnel.lock import folder_lock
@@ -173,18 +172,3 @@ class Execution:
         check_reuse(self.reuse, out)
         with self.session(), folder_lock(Path(out), kind), stop_on_signals() as stop:
             yield stop
-
-
-def legacy_execution(where: str, execution: Execution | None, legacy: dict[str, Any], allowed: Iterable[str]) -> Execution:
-    """``execution``, or one built from the keywords ``where`` took before :class:`Execution`
-    existed (``allowed`` of ``backend``, ``address``, ``jobs``, ``trackers``, ``reuse``,
-    ``progress``, ``log``), with a deprecation warning."""
-    unknown = legacy.keys() - set(allowed)
-    if unknown:
-        raise TypeError(f"{where}() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
-    if not legacy:
-        return execution or Execution()
-    if execution is not None:
-        raise TypeError(f"{where}(): give execution= or the keywords it replaces, not both")
-    deprecated(f"{where}({'=..., '.join(legacy)}=...)", f"{where}(..., execution=Execution(...))", stacklevel=4)
-    return Execution(**{("workers" if k == "jobs" else k): v for k, v in legacy.items() if v is not None})

@@ -13,8 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from windtunnel.compat import legacy_execution
 from windtunnel.config import ConfigError, Overrides, short_hash
-from windtunnel.engine.execution import Execution, legacy_execution
+from windtunnel.engine.execution import Execution
 from windtunnel.evaluate.plots import calibration_plot
 from windtunnel.evaluate.record import Evaluation
 from windtunnel.sweep.config import SweepConfig
@@ -57,7 +58,7 @@ def compare(
     ``overrides``: ``{"train.steps": 500}`` or ``(key, value)`` pairs, for every run;
     ``execution``: how the runs train and what they report (:class:`~windtunnel.engine.execution.Execution`;
     the keywords ``progress`` and ``trackers`` of earlier versions still work, deprecated)."""
-    execution = legacy_execution("compare", execution, legacy, ("progress", "trackers"))
+    execution = legacy_execution("compare", execution, legacy, Execution)
     if legacy.get("progress") is False:  # compare(progress=False) was silent
         execution = execution.but(log=Execution.quiet().log)
     sweep = compare_sweep(task, models, profile, reference)

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from windtunnel.compat import legacy_execution
 from windtunnel.config import Overrides, as_overrides
-from windtunnel.engine.execution import Execution, legacy_execution
+from windtunnel.engine.execution import Execution
 from windtunnel.engine.folders import is_finished, reuse_runs
 from windtunnel.engine.jobs import Job, Outcome, failures, run_jobs
 from windtunnel.files import atomic_write_text
@@ -34,10 +35,6 @@ from windtunnel.train.tracking import Trackers
 
 __all__ = ["SweepError", "SweepOutcome", "default_out", "diagnose_runs", "is_finished", "read_manifest", "run_sweep",
            "train_one", "write_tables"]
-
-
-#: run_sweep's keywords of earlier versions, each now a field of the Execution
-LEGACY_KEYWORDS = ("backend", "address", "jobs", "trackers", "reuse", "progress", "log")
 
 
 class SweepError(RuntimeError):
@@ -185,7 +182,7 @@ def run_sweep(sweep: SweepConfig, out: Path | str | None = None, execution: Exec
     (:func:`~windtunnel.sweep.manifest.write_manifest`). (The deprecated keywords ``backend``,
     ``address``, ``jobs``, ``trackers``, ``reuse``, ``progress`` and ``log`` still work: they build
     the execution.)"""
-    execution = legacy_execution("run_sweep", execution, legacy, LEGACY_KEYWORDS)
+    execution = legacy_execution("run_sweep", execution, legacy, Execution)
     runs = runs if runs is not None else expand(sweep, overrides, grid)
     out = Path(out) if out is not None else default_out(sweep, as_overrides(overrides))
     distinct = unique_runs(runs)

@@ -27,8 +27,9 @@ from typing import Any
 
 from pydantic import AliasChoices, Field, model_validator
 
+from windtunnel.compat import legacy_execution
 from windtunnel.config import ConfigError, StrictConfig
-from windtunnel.engine.execution import Execution, legacy_execution
+from windtunnel.engine.execution import Execution
 from windtunnel.engine.folders import reuse_runs
 from windtunnel.engine.jobs import Job, failures, run_jobs
 from windtunnel.evaluate.record import METRICS, Evaluation, ScoredMetric, primitive_score
@@ -445,7 +446,7 @@ def tune_many(searches: list[tuple[RunConfig, Path | str, TuneSpec | None]], exe
     search's last candidate finishes; each search ranks and cuts its own candidates as
     :func:`tune` does, with the same runs and the same result. The candidates train on this
     machine (the search reads their probes from its folders as it goes)."""
-    execution = legacy_execution("tune_many", execution, legacy, ("jobs", "log")).local()
+    execution = legacy_execution("tune_many", execution, legacy, Execution).local()
     execution = execution.resolved(1, [base.train.threads for base, _, _ in searches])
     stop = stop or StopFlag()
     state = [_Search(base, Path(out), spec or TuneSpec(), execution.log) for base, out, spec in searches]
@@ -477,7 +478,7 @@ def tune(base: RunConfig, out: Path | str, spec: TuneSpec | None = None, executi
     """Successive halving of ``spec.grid`` around ``base`` (see the module doc); the runs live
     in ``out/<run name>``, the table in ``out/tune-<task>-<model>.*``. Finished and paused
     candidates are reused, so calling it again continues the search."""
-    execution = legacy_execution("tune", execution, legacy, ("jobs", "log"))
+    execution = legacy_execution("tune", execution, legacy, Execution)
     return tune_many([(base, out, spec)], execution, stop)[0]
 
 
