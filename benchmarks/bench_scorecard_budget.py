@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
-import math
 import shlex
 import statistics
 import subprocess
@@ -51,19 +50,21 @@ from pathlib import Path
 
 import torch
 
+from windtunnel.engine.execution import cpu_cores
+from windtunnel.engine.jobs import pool_order
 from windtunnel.evaluate.evaluator import probe_metrics, sample_eval
+from windtunnel.scorecard.score import SCORECARD_LRS, Climb, ladder, scorecard_sweep
 from windtunnel.sweep import Execution
-from windtunnel.sweep.execution import cpu_cores
 from windtunnel.sweep.expand import expand
-from windtunnel.sweep.folders import unique_runs
+from windtunnel.sweep.manifest import unique_runs
 from windtunnel.sweep.primitives import PRIMITIVES, budget_execution
 from windtunnel.sweep.run import run_cost, tokens_to
-from windtunnel.sweep.scorecard import SCORECARD_LRS, ladder, scorecard_sweep
-from windtunnel.sweep.tune import SEARCH, TuneSpec, rung_steps
 from windtunnel.tasks import make_generator
 from windtunnel.train.build import build
 from windtunnel.train.config import load_profile
 from windtunnel.train.trainer import check_loss, evaluate_run, make_optimizer, train, train_step
+from windtunnel.tune.rules import keep_count
+from windtunnel.tune.search import SEARCH, TuneSpec, rung_steps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from _provenance import provenance  # noqa: E402
@@ -113,26 +114,21 @@ def search_stages(cfg, p: dict[str, float], overhead: float, spec: TuneSpec, gua
             cool = max(1, round(spec.cooldown * end))
             stages.append([(cool * p["step"] + p["probe"] + overhead, key // 10)] * n)
         last = i >= len(ends) - 2
-        n, prev = (min(n, finalists) if last else n if guard_holds else math.ceil(n / spec.eta)), end
+        n, prev = (min(n, finalists) if last else n if guard_holds else keep_count(n, spec.eta, last=False)), end
     return stages
 
 
 def ladder_paths(profile: str, model: str) -> dict[str, list[list[str]]]:
     """Per primitive, the experiments its ladder search runs on each of its two paths from the
     profile's own rung (up while realised, down while not)."""
-    out = {}
-    for task, _ in PRIMITIVES.values():
-        names = [name for name, _ in ladder(profile, task)]
-        own = names.index(task)
-        out[task] = [names[own:], names[own::-1]]
-    return out
+    return {task: Climb([name for name, _ in ladder(profile, task)]).paths() for task, _ in PRIMITIVES.values()}
 
 
 def schedule(jobs_: list[tuple[float, int]], workers: int) -> float:
     """Wall time of ``(seconds, key)`` jobs started in the order of their keys, largest first (as
     the scorecard's pools order them: tokens, not measured seconds), each on the first free worker."""
     free = [0.0] * workers
-    for secs, _ in sorted(jobs_, key=lambda j: j[1], reverse=True):
+    for secs, _ in pool_order(jobs_, cost=lambda j: j[1]):
         heapq.heappush(free, heapq.heappop(free) + secs)
     return max(free, default=0.0)
 

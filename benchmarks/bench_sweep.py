@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from windtunnel.sweep import SweepConfig, expand, run_sweep
+from windtunnel.sweep import Execution, SweepConfig, expand, run_sweep
 from windtunnel.train.trainer import train
 
 
@@ -49,7 +49,7 @@ def main() -> None:
     torch.set_num_threads(1)
     sweep = sweep_config(args.runs)
     runs = expand(sweep)
-    quiet = dict(progress=False, log=lambda _: None)
+    quiet = Execution.quiet()
     n = args.runs
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -57,8 +57,8 @@ def main() -> None:
         plain, local, skip = [], [], []
         for rep in range(args.repeats):
             plain.append(_timed(lambda rep=rep: [train(r.config, tmp / f"plain{rep}" / r.name, progress=False) for r in runs]))
-            local.append(_timed(lambda rep=rep: run_sweep(sweep, tmp / f"local{rep}", **quiet)))
-            skip.append(_timed(lambda rep=rep: run_sweep(sweep, tmp / f"local{rep}", **quiet)))
+            local.append(_timed(lambda rep=rep: run_sweep(sweep, tmp / f"local{rep}", quiet)))
+            skip.append(_timed(lambda rep=rep: run_sweep(sweep, tmp / f"local{rep}", quiet)))
         p, lo, sk = (statistics.median(x) for x in (plain, local, skip))
         print(f"{n} trivial runs (2 steps each, 1 thread), median of {args.repeats}")
         print(f"  plain loop of train():      {p:6.2f} s  {60 * n / p:7.0f} runs/min")
@@ -68,9 +68,9 @@ def main() -> None:
         if args.ray:
             import ray
 
-            cold = _timed(lambda: run_sweep(sweep, tmp / "ray-cold", backend="ray", **quiet))
+            cold = _timed(lambda: run_sweep(sweep, tmp / "ray-cold", quiet.but(backend="ray")))
             ray.init(include_dashboard=False, logging_level="warning", log_to_driver=False)
-            warm = _timed(lambda: run_sweep(sweep, tmp / "ray-warm", backend="ray", **quiet))
+            warm = _timed(lambda: run_sweep(sweep, tmp / "ray-warm", quiet.but(backend="ray")))
             cpus = ray.cluster_resources().get("CPU", 0)
             ray.shutdown()
             print(f"  sweep, Ray, starting a local instance: {cold:6.2f} s  {60 * n / cold:7.0f} runs/min")

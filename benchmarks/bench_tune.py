@@ -32,9 +32,9 @@ import torch
 
 from windtunnel.sweep import Execution
 from windtunnel.sweep.primitives import task_metric, tune_configs
-from windtunnel.sweep.tune import SEARCH, TuneSpec, tune
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.trainer import train
+from windtunnel.tune.search import SEARCH, TuneSpec, tune
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from _provenance import provenance  # noqa: E402

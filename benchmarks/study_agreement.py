@@ -54,7 +54,7 @@ REALISED, PARTIAL = 0.9, 0.5  # the profile's thresholds (SweepConfig.primitives
 
 def run(root: Path, jobs: int, models: list[str]) -> None:
     """Each mixer's scorecard under the default protocol, one after the other."""
-    from windtunnel.sweep.scorecard import ScorecardRequest, run_scorecard
+    from windtunnel.scorecard.score import ScorecardRequest, run_scorecard
 
     for model in models:
         if model == "transformer":
@@ -83,8 +83,8 @@ def new_protocol(root: Path, model: str) -> dict[str, list[dict | None]]:
     """The decisive scorecard's cells per primitive, easiest rung first (None: not needed; a rung
     it needed without a result is ``{"missing": True}``)."""
     if model == "transformer":
-        from windtunnel.sweep.reference import load_reference
-        from windtunnel.sweep.scorecard import _rung_order
+        from windtunnel.scorecard.reference import load_reference
+        from windtunnel.scorecard.score import _rung_order
 
         by_rule = load_reference("quick").by_rule()  # every rung trained to its full budget
         return {prim: [{"verdict": by_rule[n].verdict, "score": by_rule[n].score, "how": "shipped reference"}

@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from _provenance import provenance  # noqa: E402
 
-from windtunnel.sweep.scorecard import SCORECARD_LRS  # noqa: E402
-from windtunnel.sweep.tune import DEFAULT_LRS  # noqa: E402
+from windtunnel.scorecard.score import SCORECARD_LRS  # noqa: E402
+from windtunnel.tune.search import DEFAULT_LRS  # noqa: E402
 
 #: the study's criterion: a pick agrees when its final probe KL is within 2% of the winner's
 WITHIN = 0.02

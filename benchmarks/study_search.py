@@ -33,7 +33,7 @@ import math
 from pathlib import Path
 
 from windtunnel.sweep import Execution
-from windtunnel.sweep.tune import TuneRequest, run_tune
+from windtunnel.tune.search import TuneRequest, run_tune
 
 #: the sixteen reversals (docs of the earlier rounds: HMM 3, Kalman 5, bijection 1, regression 7)
 CASES = {
@@ -114,7 +114,7 @@ def last_points(root: Path, task: str, model: str) -> tuple[dict, int, list[tupl
     """A case's live search (its document), its last comparison step, and every candidate compared
     there: (rate, its kept state at that step, its config). Read once per case (the replays ask
     for it once per rule); the caller does not change it."""
-    from windtunnel.sweep.tune_files import tune_name
+    from windtunnel.tune.outputs import tune_name
 
     folder = root / task
     doc = json.loads((folder / f"{tune_name(task, model)}.json").read_text())
@@ -127,6 +127,16 @@ def last_points(root: Path, task: str, model: str) -> tuple[dict, int, list[tupl
     return doc, last, out
 
 
+def rules(doc: dict, spread: float = 0.02, guard: bool = True):
+    """The live search's settings (:data:`LIVE`) with ties at the last comparison within ``spread``,
+    and the plateau guard on or off: what the package's comparison
+    (:func:`windtunnel.tune.rules.compare`) decides by, replaying a case's recorded probes."""
+    from windtunnel.tune.search import TuneSpec
+
+    return TuneSpec(metric=doc["metric"], eta=doc["spec"]["eta"], guard=LIVE["guard"] if guard else None,
+                    keep_ties=LIVE["keep_ties"], finalists=spread)
+
+
 def cooldown_dir(root: Path, task: str, point: Path, fraction: float) -> Path:
     """Where :func:`cooldowns` trains the branch of ``fraction`` x the step from a kept ``point``."""
     return root / "cooldowns" / task / f"{point.name}-cool{fraction:g}"
@@ -136,10 +146,10 @@ def cooldowns(root: Path, jobs: int, fractions: list[float], cases: list[tuple[s
     """Longer cooldown branches at each case's last comparison, from the states the live search
     kept there (``points/``): every candidate compared there, annealed to 0 over ``fraction`` x the
     step. What the live search would have picked with them is :func:`replay`."""
-    from windtunnel.sweep.jobs import Job, run_jobs
-    from windtunnel.sweep.tune import branch_config, train_to
+    from windtunnel.engine.jobs import Job, run_jobs
     from windtunnel.train.config import RunConfig
     from windtunnel.train.rundir import branch_run
+    from windtunnel.tune.search import branch_config, train_to
 
     todo = []
     for task, model in cases:
@@ -166,9 +176,9 @@ def _annealed_at_last(root: Path, case: dict, fraction: float) -> list[tuple[flo
     """Every candidate compared at the case's last comparison, with its probe after a cooldown branch
     of ``fraction`` x the step there (the live branches, or those :func:`cooldowns` trained):
     (rate, the search's metric, probe KL), unsorted; None where a branch is not trained."""
-    from windtunnel.sweep.tune import branch_config
-    from windtunnel.sweep.tune_rules import probe_at
     from windtunnel.train.config import RunConfig
+    from windtunnel.tune.rules import probe_at
+    from windtunnel.tune.search import branch_config
 
     doc, last, points = last_points(root, case["task"], case["model"])
     end = last + max(1, round(fraction * last))
@@ -194,24 +204,23 @@ def replay(root: Path, case: dict, finals: dict[float, float], fraction: float =
     ``extrapolate`` (live branches only): where the guard lets go, the candidates are ranked by
     their annealed probes at the two comparisons extended to the end as a power law in the step
     (``v(t) = v(last) (t / last)^-c``, ``c`` from the two probes)."""
-    from windtunnel.sweep.tune_rules import rank_key, survivors
+    from windtunnel.tune.rules import Probe, compare
 
     doc, last, points = last_points(root, case["task"], case["model"])
-    steps, metric = doc["base"]["train"]["steps"], doc["metric"]
+    steps = doc["base"]["train"]["steps"]
     live = max(1, round(LIVE["cooldown"] * last))
     end = last + max(1, round(fraction * last))
     ranked = _annealed_at_last(root, case, fraction)
     if ranked is None:
         return None
-    ranked.sort(key=lambda r: rank_key(metric, r[1], r[2]))
     score = _scores(doc)
-    kept, held = survivors([(r, v, score(v)) for r, v, _ in ranked], 1, LIVE["guard"], LIVE["keep_ties"], spread)
+    verdict = compare([Probe(r, v, kl, score(v)) for r, v, kl in ranked], rules(doc, spread), last=True)
+    kept, held = verdict.go_on + verdict.unsettled, verdict.held
     if extrapolate and not held:
         first = doc["rung_steps"][0]
         early = {c["point"]["train.lr"]: c["annealed"][str(first)] for c in doc["candidates"]}
         at_end = {r: v * (steps / last) ** -(math.log(early[r] / v) / math.log(last / first)) for r, v, _ in ranked}
-        kept = survivors(sorted([(r, at_end[r], None) for r, _, _ in ranked], key=lambda x: x[1]), 1, None,
-                         LIVE["keep_ties"], spread)[0]
+        kept = compare([Probe(r, at_end[r]) for r, _, _ in ranked], rules(doc, spread, guard=False), last=True).go_on
     pick = kept[0] if held else min(kept, key=lambda r: finals[r])
     finalists = sum(str(steps) in c["scores"] for c in doc["candidates"])  # the live search's
     extra = (1 if held else len(kept)) - finalists
@@ -234,7 +243,7 @@ def replay_first(root: Path, case: dict, finals: dict[float, float], probe: str 
     verdict would call unsettled) and the search's cost in run lengths, counted from its structure:
     every candidate to the first comparison (and its branch there when annealed), each survivor to
     the last (and its branch), each finalist to the end."""
-    from windtunnel.sweep.tune_rules import rank_key, survivors
+    from windtunnel.tune.rules import Probe, compare, rank_key
 
     doc, last, _ = last_points(root, case["task"], case["model"])
     first, steps, metric = doc["rung_steps"][0], doc["base"]["train"]["steps"], doc["metric"]
@@ -251,15 +260,15 @@ def replay_first(root: Path, case: dict, finals: dict[float, float], probe: str 
     early = sorted(((c["point"]["train.lr"], c.get(column, {}).get(str(first))) for c in doc["candidates"]),
                    key=lambda r: rank_key(metric, r[1], None))
     n = len(early)
-    alive = sum(score(v) is not None for _, v in early)  # as live: ceil(n / eta) of the runs that did not fail
-    kept1, _ = survivors([(r, v, score(v)) for r, v in early], math.ceil(alive / doc["spec"]["eta"]),
-                         LIVE["guard"] if guard else None, LIVE["keep_ties"])
+    # as live: the comparison of the runs that did not fail
+    kept1 = compare([Probe(r, v, None, score(v)) for r, v in early if score(v) is not None],
+                    rules(doc, guard=guard), last=False).go_on
     on_plateau = score(early[0][1]) is not None and score(early[0][1]) < LIVE["guard"]
     if any(r not in at_last for r in kept1):
         return None
-    ranked = sorted(((r, *at_last[r]) for r in kept1), key=lambda r: rank_key(metric, r[1], r[2]))
-    kept2, held = survivors([(r, v, score(v)) for r, v, _ in ranked], 1, LIVE["guard"], LIVE["keep_ties"], spread)
-    to_end = kept2[:1] if held else kept2  # where the guard holds, the leader goes on alone
+    verdict = compare([Probe(r, *at_last[r], score(at_last[r][0])) for r in kept1], rules(doc, spread), last=True)
+    kept2, held = verdict.go_on + verdict.unsettled, verdict.held
+    to_end = verdict.go_on  # where the guard holds, the leader goes on alone
     if any(r not in finals for r in to_end):
         return None
     pick = min(to_end, key=lambda r: finals[r])
@@ -277,7 +286,7 @@ def replay_first(root: Path, case: dict, finals: dict[float, float], probe: str 
 
 def measured_finals(root: Path, task: str, model: str) -> dict[float, float] | None:
     """The final probe of every rate trained to the end here by :func:`ground`, or None."""
-    from windtunnel.sweep.tune_files import tune_name
+    from windtunnel.tune.outputs import tune_name
 
     path = root / "full" / task / f"{tune_name(task, model, full=True)}.json"
     if not path.is_file():
@@ -307,8 +316,8 @@ def _lr(v: float) -> str:
 def case_result(root: Path, case: dict) -> dict:
     """One reversal judged: the recorded halving pick and full winner beside the live search's
     pick, its final probe (a check that the runs reproduce the recorded ones) and its cost."""
-    from windtunnel.sweep.tune_files import tune_name
     from windtunnel.train.rundir import RunDir
+    from windtunnel.tune.outputs import tune_name
 
     folder = root / case["task"]
     doc = json.loads((folder / f"{tune_name(case['task'], case['model'])}.json").read_text())

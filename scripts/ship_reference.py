@@ -4,7 +4,7 @@ budget on every rung (src/windtunnel/data/reference/<profile>.json), with its pr
     windtunnel scorecard transformer --no-tune --full-ladder --no-early-stop --reference train --out FOLDER
     python scripts/ship_reference.py FOLDER --commit SHA --concurrent "what else ran"
 
-The file is validated when the scorecard reads it (windtunnel.sweep.reference.ReferenceData);
+The file is validated when the scorecard reads it (windtunnel.scorecard.reference.ReferenceData);
 tests/sweep/test_reference.py checks it against its schema and, with the slow tests, that a
 retrained reference run reproduces its numbers within their intervals.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from _provenance import head_commit, machine, portable
 
-from windtunnel.sweep.reference import build_reference, shipped_path
+from windtunnel.scorecard.reference import build_reference, shipped_path
 
 
 def main() -> None:

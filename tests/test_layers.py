@@ -4,7 +4,8 @@ package), and no modules import each other in a circle.
 Layers, bottom to top::
 
     leaf helpers (the modules at the package root: config, files, tables, figures, stats, ...)
-    -> tasks -> models | evaluate -> train -> geometry | llm -> sweep -> report | interop -> cli
+    -> tasks -> models | evaluate -> train -> engine -> geometry | llm -> sweep -> tune -> scorecard
+    -> report | interop -> cli
 
 A package may import its own modules and anything in a lower layer; never a higher layer, and
 never its sibling in the same layer (``models`` and ``evaluate``; ``geometry`` and ``llm``; ``report`` and ``interop``).
@@ -40,10 +41,13 @@ LAYERS: dict[str, int] = {
     "tasks": 1,
     "models": 2, "evaluate": 2,
     "train": 3,
-    "geometry": 4, "llm": 4,
-    "sweep": 5,
-    "report": 6, "interop": 6,
-    "cli": 7,
+    "engine": 4,
+    "geometry": 5, "llm": 5,
+    "sweep": 6,
+    "tune": 7,
+    "scorecard": 8,
+    "report": 9, "interop": 9,
+    "cli": 10,
 }
 LEAF = 0
 

@@ -95,8 +95,8 @@ def left_out(rec: dict) -> str:
 def shipped_reference() -> str:
     """The quick profile's shipped reference (the package's data, validated as a scorecard reads
     it): a row per rung, with the file's provenance."""
+    from windtunnel.scorecard.reference import load_reference
     from windtunnel.sweep.markdown import _MARK as verdicts  # the sweep tables' verdict marks
-    from windtunnel.sweep.reference import load_reference
 
     data = load_reference("quick")
     columns = [("rule", "primitive@rung"), ("experiment", "tunnel@rung"), ("metric", "metric"), ("value", "value [95% CI]"),

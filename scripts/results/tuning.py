@@ -17,8 +17,8 @@ def render(ctx: Context) -> str:
 
 def findings(ctx: Context) -> str:
     """The page's few sentences, their numbers read from the records they summarise (and the
-    default search's finalists from ``windtunnel.sweep.tune.SEARCH``)."""
-    from windtunnel.sweep.tune import SEARCH
+    default search's finalists from ``windtunnel.tune.search.SEARCH``)."""
+    from windtunnel.tune.search import SEARCH
 
     cost = {r["what"].split(" (")[0].split(":")[0]: r for r in ctx.data("search-cost")["rows"]}
     search, halving = cost["the default search"], cost["plain successive halving"]

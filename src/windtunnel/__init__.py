@@ -2,6 +2,10 @@
 
 __version__ = "0.1.0"
 
+from windtunnel.compat import install_moved_modules  # noqa: E402  (old module paths, still importable)
+
+install_moved_modules()
+
 #: the public Python API (docs/interop.md), imported on first use: ``import windtunnel`` stays light
 #: (no trainer, no pandas); ``windtunnel.load_run`` imports :mod:`windtunnel.interop.api`
 _LAZY = ("load_run", "results", "LoadedRun")

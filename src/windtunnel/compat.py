@@ -10,10 +10,19 @@ added to a config after folders were named by its content hash). A shim warns wh
 from __future__ import annotations
 
 import copy
+import importlib
+import importlib.abc
+import importlib.util
 import inspect
+import sys
+import types
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+#: the version that removes the deprecated names of this release
+REMOVED_IN = "0.2.0"
 
 
 def deprecated(old: str, new: str, stacklevel: int = 3) -> None:
@@ -61,6 +70,22 @@ def task_preset(preset: str | None, profile: str | None) -> str | None:
     return preset
 
 
+@dataclass(frozen=True)
+class EarlierContract:
+    """What a model class keeps of the earlier model contract, read once when the class is created
+    (:meth:`windtunnel.models.base.WindModel.__init_subclass__`), not on every forward pass:
+    ``runs_itself`` (a ``_run(inputs, positions, capture)`` that runs the whole model) and
+    ``mix_takes_capture`` (``mix(x, cache)``, called with the capture in progress). Removed in
+    :data:`REMOVED_IN`, with the earlier contract."""
+
+    runs_itself: bool = False
+    mix_takes_capture: bool = False
+
+    @classmethod
+    def of(cls, model_class: type) -> EarlierContract:
+        return cls(hasattr(model_class, "_run"), mix_takes_capture(model_class.mix))
+
+
 def mix_takes_capture(mix: Callable[..., Any]) -> bool:
     """Whether a model's ``mix`` has the old signature ``mix(x, cache)``: it is then called with the
     capture in progress, so that its ``cache.put(name, value)`` calls keep recording (taps are the
@@ -68,3 +93,96 @@ def mix_takes_capture(mix: Callable[..., Any]) -> bool:
     params = [p for p in inspect.signature(mix).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"]
     return len(params) >= 2
+
+
+# ---------------------------------------------------------------------------------------
+# Keywords of earlier versions
+# ---------------------------------------------------------------------------------------
+#: the keywords each entry point took before the Execution (``jobs`` is now ``workers``)
+EXECUTION_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "run_sweep": ("backend", "address", "jobs", "trackers", "reuse", "progress", "log"),
+    "tune": ("jobs", "log"),
+    "tune_many": ("jobs", "log"),
+    "compare": ("progress", "trackers"),
+}
+
+
+def legacy_execution(where: str, execution: Any, legacy: dict[str, Any], build: Callable[..., Any]) -> Any:
+    """``execution``, or one built by ``build`` (the :class:`~windtunnel.engine.execution.Execution`
+    class) from the keywords ``where`` took before it existed (:data:`EXECUTION_KEYWORDS`), with a
+    deprecation warning; the keywords go in :data:`REMOVED_IN`."""
+    unknown = legacy.keys() - set(EXECUTION_KEYWORDS[where])
+    if unknown:
+        raise TypeError(f"{where}() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    if not legacy:
+        return execution or build()
+    if execution is not None:
+        raise TypeError(f"{where}(): give execution= or the keywords it replaces, not both")
+    deprecated(f"{where}({'=..., '.join(legacy)}=...)", f"{where}(..., execution=Execution(...))", stacklevel=4)
+    return build(**{("workers" if k == "jobs" else k): v for k, v in legacy.items() if v is not None})
+
+
+def tracking_group(legacy: dict[str, Any]) -> str | None:
+    """``train(tracking_group=...)``, the group now given to ``Trackers.parse``; any other keyword
+    of ``legacy`` is a TypeError. Goes in :data:`REMOVED_IN`."""
+    legacy = dict(legacy)
+    group = legacy.pop("tracking_group", None)
+    if legacy:
+        raise TypeError(f"train() got unexpected keyword argument(s): {', '.join(legacy)}")
+    if group is not None:
+        deprecated("train(tracking_group=...)", "train(trackers=Trackers.parse(names, group=...))", stacklevel=4)
+    return group
+
+
+# ---------------------------------------------------------------------------------------
+# Modules moved: the old import path still imports, with a warning
+# ---------------------------------------------------------------------------------------
+#: old module -> the module(s) that now hold its names, each old path removed in REMOVED_IN
+MOVED_MODULES: dict[str, tuple[str, ...]] = {
+    "windtunnel.sweep.jobs": ("windtunnel.engine.jobs",),
+    "windtunnel.sweep.execution": ("windtunnel.engine.execution",),
+    "windtunnel.sweep.folders": ("windtunnel.sweep.manifest", "windtunnel.engine.folders"),
+    "windtunnel.sweep.tune": ("windtunnel.tune.search",),
+    "windtunnel.sweep.tune_rules": ("windtunnel.tune.rules",),
+    "windtunnel.sweep.tune_files": ("windtunnel.tune.outputs",),
+    "windtunnel.sweep.scorecard": ("windtunnel.scorecard.score",),
+    "windtunnel.sweep.scorecard_doc": ("windtunnel.scorecard.document",),
+    "windtunnel.sweep.preflight": ("windtunnel.scorecard.preflight",),
+    "windtunnel.sweep.reference": ("windtunnel.scorecard.reference",),
+}
+
+
+class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """The importer of :data:`MOVED_MODULES`' old paths: ``import windtunnel.sweep.jobs`` warns
+    and gives the module that holds its names now (the very module, so its functions and classes
+    are the same objects); an old module split in two gives a module whose names are looked up
+    in each new one, in order."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None):
+        return importlib.util.spec_from_loader(name, self) if name in MOVED_MODULES else None
+
+    def create_module(self, spec):
+        return None  # the default module, replaced in exec_module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        old, new = module.__name__, MOVED_MODULES[module.__name__]
+        deprecated(f"the module {old}", f"{' or '.join(new)} ({old} goes in {REMOVED_IN})", stacklevel=2)
+        targets = [importlib.import_module(n) for n in new]
+        if len(targets) == 1:  # the import system returns what sys.modules holds once this has run
+            sys.modules[old] = targets[0]
+            return
+
+        def lookup(name: str) -> Any:
+            for t in targets:
+                if hasattr(t, name):
+                    return getattr(t, name)
+            raise AttributeError(f"module {old!r} (moved to {', '.join(new)}) has no attribute {name!r}")
+
+        module.__getattr__ = lookup
+
+
+def install_moved_modules() -> None:
+    """Let the old paths of :data:`MOVED_MODULES` import (once per interpreter; ``windtunnel``'s
+    ``__init__`` calls it)."""
+    if not any(isinstance(f, MovedModules) for f in sys.meta_path):
+        sys.meta_path.append(MovedModules())

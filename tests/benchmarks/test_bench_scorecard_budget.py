@@ -6,8 +6,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from windtunnel.sweep.tune import SEARCH, TuneSpec
 from windtunnel.train.config import RunConfig
+from windtunnel.tune.search import SEARCH, TuneSpec
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scorecard_budget.py"
 spec = importlib.util.spec_from_file_location("bench_scorecard_budget", SCRIPT)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from windtunnel.sweep.tune import branch_config
 from windtunnel.train.config import RunConfig
+from windtunnel.tune.search import branch_config
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "study_search.py"
 spec = importlib.util.spec_from_file_location("study_search", SCRIPT)

@@ -87,6 +87,25 @@ def test_the_base_class_builds_the_embedding_and_the_head(task):
     assert torch.equal(c_old["mid"], c_new["final"])
 
 
+def test_the_earlier_contract_is_read_when_the_class_is_created_not_on_each_forward(monkeypatch):
+    """compat.EarlierContract: read once per class; a forward pass inspects no signature."""
+    import inspect
+
+    from windtunnel import compat
+
+    assert OldCum._earlier == compat.EarlierContract(runs_itself=False, mix_takes_capture=True)
+    assert Cum._earlier == compat.EarlierContract() == WindModel._earlier
+    spec = make_task("bijection").spec
+    new, old = Cum(spec), OldCum(spec)
+    x = make_task("bijection").sample(2, make_generator(0, "eval")).inputs
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a forward pass inspected a signature")
+
+    monkeypatch.setattr(inspect, "signature", refuse)
+    new(x), old(x), old.run_with_cache(x)
+
+
 def test_a_backbone_that_draws_first_keeps_the_embedding_first_in_the_module_tree():
     class Late(Cum):
         name = "late"

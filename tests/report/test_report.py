@@ -56,7 +56,12 @@ def _images(page: str) -> list[str]:
 
 def test_sweep_report_is_one_self_contained_page(sweep_dir):
     out, diag = sweep_dir
+    data = {name: (out / name).read_bytes() for name in ("summary.json", "summary.md", "results.csv", "table.csv")}
+    stamps = {name: (out / name).stat().st_mtime_ns for name in data}
     paths = write_report(out)
+    # the report only reads: the sweep's data files are as the sweep wrote them
+    assert {name: (out / name).read_bytes() for name in data} == data
+    assert {name: (out / name).stat().st_mtime_ns for name in data} == stamps
     page = paths["html"].read_text()
     md = paths["markdown"].read_text()
     assert page.startswith("<!DOCTYPE html>") and "<title>windtunnel report: sweep tiny-report</title>" in page

@@ -12,14 +12,14 @@ import pytest
 from sweep_tiny import tiny_sweep_doc
 
 from windtunnel.config import ConfigError
+from windtunnel.engine.jobs import Job, run_jobs
 from windtunnel.files import DiskFullError
 from windtunnel.interrupt import StopFlag
+from windtunnel.scorecard.score import ScorecardRequest, run_scorecard, scorecard_lines
 from windtunnel.sweep import Execution, SweepConfig, run_sweep
 from windtunnel.sweep.compare import compare
-from windtunnel.sweep.jobs import Job, run_jobs
-from windtunnel.sweep.scorecard import ScorecardRequest, run_scorecard, scorecard_lines
-from windtunnel.sweep.tune import Candidate, TuneRequest, run_tune
 from windtunnel.train.tracking import Trackers
+from windtunnel.tune.search import Candidate, TuneRequest, run_tune
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TINY = ["train.steps=3", "train.batch_size=8", "train.checkpoints=2", "train.threads=1", "eval.n_sequences=32",
@@ -40,7 +40,7 @@ def test_an_execution_is_checked_when_it_is_built(fields, names):
 
 
 def test_an_execution_parses_its_trackers_once_and_resolves_its_workers(monkeypatch):
-    from windtunnel.sweep import execution as execution_module
+    from windtunnel.engine import execution as execution_module
 
     how = Execution(workers="auto", trackers=[])
     assert how.trackers == Trackers() and not how.trackers
@@ -58,17 +58,62 @@ def raise_disk_full(path: str) -> None:
     raise DiskFullError(path)
 
 
+def wait_for_file(path: str, timeout: float) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not Path(path).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_full_disk_stops_new_jobs_and_is_raised(tmp_path, workers):
     lines = []
-    import time
+    reported = tmp_path / "reported"
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if "full failed" in line:
+            reported.touch()
 
     # with two workers "full" and "later" start together; "later" outlasts the report of the full disk
-    jobs = [Job("full", raise_disk_full, (str(tmp_path / "x"),), cost=3), Job("later", time.sleep, (10 * (workers - 1),), cost=1),
-            Job("last", abs, (-2,), cost=0)]
+    jobs = [Job("full", raise_disk_full, (str(tmp_path / "x"),), cost=3),
+            Job("later", wait_for_file, (str(reported), 120 * (workers - 1)), cost=1), Job("last", abs, (-2,), cost=0)]
     with pytest.raises(DiskFullError):
-        run_jobs(jobs, Execution.quiet(workers=workers, log=lines.append), StopFlag())
+        run_jobs(jobs, Execution.quiet(workers=workers, log=log), StopFlag())
     assert not any("last" in line for line in lines)  # never started
+
+
+def test_auto_workers_run_several_jobs_in_one_process_per_core(monkeypatch):
+    """``Execution(workers="auto")`` (the jobs name no threads: one at a time per core) runs a
+    list of jobs; it raised ValueError (``int("auto")``) for two or more."""
+    from windtunnel.engine import execution as execution_module
+
+    monkeypatch.setattr(execution_module, "cpu_cores", lambda: 2)
+    outcomes = run_jobs([Job("a", abs, (-1,)), Job("b", abs, (-2,))], Execution.quiet(workers="auto"), StopFlag())
+    assert {n: (o.status, o.value) for n, o in outcomes.items()} == {"a": ("finished", 1), "b": ("finished", 2)}
+    assert all(o.seconds > 0 for o in outcomes.values())
+
+
+def test_the_ray_path_times_its_jobs_and_raises_a_full_disk(tmp_path, monkeypatch):
+    """On Ray as on the other paths: each outcome has its seconds, and a full disk fails its job
+    and is raised once the others have ended."""
+    pytest.importorskip("ray")
+    import os
+    import time
+
+    here = str(Path(__file__).parent)  # Ray's workers import this module (raise_disk_full) by name
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
+
+    how = Execution.quiet(backend="ray")
+    with how.session():
+        outcomes = run_jobs([Job("nap", time.sleep, (0.2,), resources={"num_cpus": 0.1})], how, StopFlag())
+        assert outcomes["nap"].status == "finished" and outcomes["nap"].seconds >= 0.2
+        lines = []
+        with pytest.raises(DiskFullError):
+            run_jobs([Job("full", raise_disk_full, (str(tmp_path / "x"),), resources={"num_cpus": 0.1})],
+                     how.but(log=lines.append), StopFlag())
+    assert any("full failed: no space left on the device" in line for line in lines), lines
 
 
 def test_a_search_candidate_records_itself_as_its_file_does():
@@ -133,3 +178,34 @@ def test_the_keywords_of_earlier_versions_still_work_and_warn(tmp_path):
                                                                ("eval.n_boot", 5), ("task_params.V", 5),
                                                                ("task_params.L", 4)], tmp_path / "cmp", progress=False)
     assert (folder / "calibration.png").is_file()
+
+
+@pytest.mark.parametrize("old", sorted(__import__("windtunnel.compat").compat.MOVED_MODULES))
+def test_a_moved_module_still_imports_from_its_old_path_and_warns(old, monkeypatch):
+    """compat.MOVED_MODULES: the old path gives the names of the new module(s), the same objects."""
+    import importlib
+
+    from windtunnel.compat import MOVED_MODULES
+
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match=f"the module {old} is deprecated"):
+        module = importlib.import_module(old)
+    for new in MOVED_MODULES[old]:
+        target = importlib.import_module(new)
+        for name in [n for n in vars(target) if not n.startswith("_")]:
+            assert getattr(module, name) is getattr(target, name), (old, new, name)
+
+
+def test_the_keyword_shims_live_in_compat_and_warn():
+    """compat.legacy_execution and compat.tracking_group: each old keyword warns; an unknown one is a TypeError."""
+    from windtunnel import compat
+
+    with pytest.warns(DeprecationWarning, match=r"train\(tracking_group=...\) is deprecated"):
+        assert compat.tracking_group({"tracking_group": "g"}) == "g"
+    assert compat.tracking_group({}) is None
+    with pytest.raises(TypeError, match="nosuch"):
+        compat.tracking_group({"nosuch": 1})
+    with pytest.warns(DeprecationWarning, match=r"run_sweep\(jobs=...\) is deprecated"):
+        assert compat.legacy_execution("run_sweep", None, {"jobs": 2}, Execution).workers == 2
+    with pytest.raises(TypeError, match="backend"):
+        compat.legacy_execution("tune", None, {"backend": "ray"}, Execution)

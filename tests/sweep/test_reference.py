@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from windtunnel.config import ConfigError
+from windtunnel.scorecard import reference as reference_module
+from windtunnel.scorecard.reference import ReferenceData, build_reference, load_reference
+from windtunnel.scorecard.score import Climb, ScorecardRequest, run_scorecard
 from windtunnel.sweep import Execution, SweepConfig, run_sweep
-from windtunnel.sweep import reference as reference_module
-from windtunnel.sweep.reference import ReferenceData, build_reference, load_reference
-from windtunnel.sweep.scorecard import ScorecardRequest, _Climb, run_scorecard
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TINY = ["train.steps=4", "train.batch_size=8", "train.checkpoints=2", "train.threads=1", "eval.n_sequences=32",
@@ -89,16 +89,16 @@ def test_a_scorecard_takes_the_shipped_reference_and_trains_only_the_model(refer
 
 
 def test_the_ladder_search_climbs_while_realised_and_descends_while_not():
-    climb = _Climb(["transport@S2_O2", "transport@S3_O3", "transport"])
+    climb = Climb(["transport@S2_O2", "transport@S3_O3", "transport"])
     assert climb.current == "transport" and climb.next({"verdict": "no"}) == "transport@S3_O3"
     assert climb.next({"verdict": "partial"}) == "transport@S2_O2" and climb.next({"verdict": "no"}) is None
-    top = _Climb(["transport@S2_O2", "transport@S3_O3", "transport"])
+    top = Climb(["transport@S2_O2", "transport@S3_O3", "transport"])
     assert top.next({"verdict": "yes"}) is None  # realised at the hardest rung: nothing more to learn
-    mid = _Climb(["binding@N4_M4", "binding", "binding@N16_M16"])
+    mid = Climb(["binding@N4_M4", "binding", "binding@N16_M16"])
     assert mid.next({"verdict": "yes"}) == "binding@N16_M16" and mid.next({"verdict": "yes"}) is None
-    down = _Climb(["binding@N4_M4", "binding", "binding@N16_M16"])
+    down = Climb(["binding@N4_M4", "binding", "binding@N16_M16"])
     assert down.next({"verdict": "no"}) == "binding@N4_M4" and down.next({"verdict": "yes"}) is None
-    assert _Climb(["x@a", "x"]).next(None) is None  # a rung that did not finish ends the search
+    assert Climb(["x@a", "x"]).next(None) is None  # a rung that did not finish ends the search
 
 
 def test_a_sweep_decides_early_and_a_sweep_that_does_not_trains_on(tmp_path):
@@ -127,9 +127,9 @@ def test_a_retrained_reference_run_reproduces_its_shipped_numbers(tmp_path):
     """The shipped reference's cheapest rung trained again from its config: the same run (name), and
     its metric within the shipped interval (on the pinned torch the same value)."""
     from windtunnel.evaluate.record import Evaluation
+    from windtunnel.scorecard.score import scorecard_sweep
     from windtunnel.sweep import expand
     from windtunnel.sweep.run import run_cost
-    from windtunnel.sweep.scorecard import scorecard_sweep
     from windtunnel.train.trainer import train
 
     data = load_reference("quick")
@@ -181,10 +181,10 @@ def test_a_settled_search_that_changes_a_rate_retires_the_runs_it_replaced(tmp_p
     """--settle in the scorecard's own folder: where the settled search picks another rate, the runs
     of the old rate leave the manifest for its ``retired`` list (folders kept); any other run the
     folder lists still makes it refuse the sweep."""
+    from windtunnel.scorecard.score import _replaced
     from windtunnel.sweep import expand
-    from windtunnel.sweep.folders import write_manifest
+    from windtunnel.sweep.manifest import write_manifest
     from windtunnel.sweep.primitives import PRIMITIVES
-    from windtunnel.sweep.scorecard import _replaced
 
     card = {"model": "gru", "primitives": ["counting"], "tune": False, "reference": "none", "full_ladder": True,
             "early_stop": False}

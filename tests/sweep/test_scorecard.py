@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from windtunnel.cli import app
 from windtunnel.config import ConfigError
 from windtunnel.geometry.diagnose import run_diagnostics
+from windtunnel.scorecard.score import PRIMITIVES, scorecard_doc, scorecard_sweep
 from windtunnel.sweep import expand
 from windtunnel.sweep.config import load_sweep
-from windtunnel.sweep.scorecard import PRIMITIVES, scorecard_doc, scorecard_sweep
 from windtunnel.train.config import load_profile, tuned_train
 from windtunnel.train.trainer import build
 
@@ -99,7 +99,7 @@ def test_scorecard_json_reads_every_rung_and_the_highest_realised():
 def test_a_scorecard_verdict_carries_the_cautions_of_the_search_behind_it(tmp_path):
     """A model the profile commits nothing for takes its search's best point and cautions from the
     folder's tune table; without a search (or a profile task) it has none."""
-    from windtunnel.sweep.scorecard import scorecard_cautions, tuning_of
+    from windtunnel.scorecard.score import scorecard_cautions, tuning_of
 
     (tmp_path / "tune-bijection-my_mixer.EMAMixer.json").write_text(json.dumps(
         {"best": {"train.lr": 1e-2}, "cautions": ["best train.lr = 0.01 is the grid's upper edge"]}))
@@ -218,8 +218,8 @@ def test_the_report_lists_the_cautions_behind_the_scorecard(tmp_path):
 
 
 def test_the_scorecards_search_takes_the_finalists_spread_and_refuses_it_without_a_last_comparison(tmp_path):
-    from windtunnel.sweep.scorecard import ScorecardRequest
-    from windtunnel.sweep.tune import SEARCH
+    from windtunnel.scorecard.score import ScorecardRequest
+    from windtunnel.tune.search import SEARCH
 
     annealed = {"model": "gru", "search": "annealed"}
     assert ScorecardRequest.build(annealed).search_spec("kl_bayes_model").finalists == SEARCH["finalists"]
@@ -239,8 +239,8 @@ def test_the_scorecards_search_takes_the_finalists_spread_and_refuses_it_without
 def test_the_scorecards_default_search_trains_the_three_central_rates_to_the_end():
     """By default each candidate of SCORECARD_LRS trains to the end (decisive by construction: no
     rate is stopped); --lrs and --search choose others; bad values are refused before anything runs."""
-    from windtunnel.sweep.scorecard import SCORECARD_LRS, ScorecardRequest
-    from windtunnel.sweep.tune import DEFAULT_LRS
+    from windtunnel.scorecard.score import SCORECARD_LRS, ScorecardRequest
+    from windtunnel.tune.search import DEFAULT_LRS
 
     spec = ScorecardRequest.build({"model": "gru"}).search_spec("accuracy")
     assert spec.full and spec.decide_early and spec.grid == {"train.lr": [1e-3, 3.16e-3, 1e-2]} == {
@@ -257,7 +257,7 @@ def test_the_scorecards_default_search_trains_the_three_central_rates_to_the_end
 
 
 def test_the_old_search_flags_read_as_search_with_a_warning():
-    from windtunnel.sweep.scorecard import ScorecardRequest
+    from windtunnel.scorecard.score import ScorecardRequest
 
     for old, new in (({"full": True}, "full"), ({"halving": True}, "halving"), ({"full": False}, "annealed")):
         with pytest.warns(DeprecationWarning, match="search = "):

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from windtunnel.cli import app
 from windtunnel.models import count_params
+from windtunnel.scorecard.score import ScorecardRequest, plan_scorecard, scorecard_sweep
 from windtunnel.sweep import expand
 from windtunnel.sweep.primitives import tune_configs
-from windtunnel.sweep.scorecard import ScorecardRequest, plan_scorecard, scorecard_sweep
 from windtunnel.sweep.shape import SOURCES
 from windtunnel.tasks import make_task
 from windtunnel.train.build import sized_model_params

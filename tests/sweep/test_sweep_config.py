@@ -154,7 +154,7 @@ def test_mixers_quick_is_every_scorecard_at_once():
     scorecard and of paper1-quick, by content hash, so their folders can be shared."""
     import windtunnel.models  # noqa: F401  (registers the built-in architectures)
     from windtunnel.models.base import model_names
-    from windtunnel.sweep.scorecard import PRIMITIVES, scorecard_sweep
+    from windtunnel.scorecard.score import PRIMITIVES, scorecard_sweep
 
     sweep = load_sweep("mixers-quick")
     names = {r.name for r in expand(sweep)}

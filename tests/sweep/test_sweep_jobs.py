@@ -11,13 +11,13 @@ import pytest
 from sweep_tiny import tiny_sweep_doc
 
 from windtunnel.config import ConfigError
+from windtunnel.engine import execution as execution_module
+from windtunnel.engine.execution import resolve_workers
+from windtunnel.engine.jobs import Job, Outcome, run_jobs
 from windtunnel.interrupt import StopFlag
+from windtunnel.scorecard.score import scorecard_sweep
 from windtunnel.sweep import Execution, SweepConfig, expand, read_manifest, run_sweep
-from windtunnel.sweep import execution as execution_module
 from windtunnel.sweep.aggregate import read_csv
-from windtunnel.sweep.execution import resolve_workers
-from windtunnel.sweep.jobs import Job, Outcome, run_jobs
-from windtunnel.sweep.scorecard import scorecard_sweep
 from windtunnel.train.checkpoint import latest_resumable
 
 quiet = Execution.quiet()

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from windtunnel.cli import app
 from windtunnel.config import ConfigError
+from windtunnel.engine.folders import is_finished, reuse_runs
 from windtunnel.sweep import Execution, SweepConfig, SweepError, read_manifest, run_sweep
 from windtunnel.sweep import run as sweep_run
 from windtunnel.sweep.aggregate import read_csv
-from windtunnel.sweep.folders import is_finished, reuse_runs
 from windtunnel.train.checkpoint import list_checkpoints
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.trainer import TrainingError, train

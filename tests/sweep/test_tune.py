@@ -10,16 +10,16 @@ from typer.testing import CliRunner
 
 from windtunnel.cli import app
 from windtunnel.config import ConfigError
+from windtunnel.engine import jobs as jobs_module
 from windtunnel.sweep import Execution
-from windtunnel.sweep import jobs as jobs_module
-from windtunnel.sweep import tune as tune_module
-from windtunnel.sweep.tune import Candidate, TuneRequest, TuneSpec, probe_at, rung_steps, tune, tune_many
-from windtunnel.sweep.tune_files import tune_markdown
-from windtunnel.sweep.tune_rules import cautions, curriculum_cautions
-from windtunnel.sweep.tune_rules import rank_key as _rank_key
 from windtunnel.train.config import RunConfig
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.trainer import TrainingError, train
+from windtunnel.tune import search as tune_module
+from windtunnel.tune.outputs import tune_markdown
+from windtunnel.tune.rules import cautions, curriculum_cautions
+from windtunnel.tune.rules import rank_key as _rank_key
+from windtunnel.tune.search import Candidate, TuneRequest, TuneSpec, probe_at, rung_steps, tune, tune_many
 
 
 def tiny(**train_fields) -> RunConfig:
@@ -316,7 +316,7 @@ def test_an_annealed_search_compares_each_candidate_after_a_cooldown_branch(tmp_
 
 
 def test_the_plateau_guard_keeps_every_candidate_while_the_leader_has_not_left_the_plateau():
-    from windtunnel.sweep.tune_rules import survivors
+    from windtunnel.tune.rules import survivors
 
     ranked = [("a", 0.50, 0.05), ("b", 0.51, 0.03), ("c", 0.60, -0.1), ("d", math.nan, None)]
     assert survivors(ranked, 1) == (["a"], False)  # halving as before
@@ -362,8 +362,8 @@ def test_wider_finalists_train_every_candidate_within_the_spread_to_the_end_and_
 
 
 def test_a_candidate_counts_as_finished_only_at_its_end_or_decided_under_the_searchs_own_rule(tmp_path):
-    from windtunnel.sweep.tune import _reached
     from windtunnel.train.decide import Decision
+    from windtunnel.tune.search import _reached
 
     config, run = tiny(), RunDir(tmp_path / "run")
     assert not _reached(run.path, config, None, None) and not _reached(run.path, config, 10, None)
@@ -381,7 +381,7 @@ def test_finalists_stopped_by_early_decisions_are_compared_at_the_same_step(tmp_
     """A finalist that decided early is not ranked against another's later probe: all are
     compared at the earliest step where one of them stopped (recorded as finalists_compared_at)."""
     from windtunnel.evaluate.record import METRICS
-    from windtunnel.sweep.tune import _Search
+    from windtunnel.tune.search import _Search
 
     key = kl = METRICS["kl_bayes_model"].probe_key
     search = _Search(tiny(), tmp_path, TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2]}, "full": True}), print)
@@ -399,3 +399,24 @@ def test_finalists_stopped_by_early_decisions_are_compared_at_the_same_step(tmp_
         "".join(json.dumps({"step": s, kl: v}) + "\n" for s, v in [(10, 0.09), (12, 0.05), (20, 0.04)]))
     early.scores[20], search.compared_at = 0.04, None
     assert search.rank_finalists([early, late], 20) == [late, early] and search.compared_at is None  # both at the end
+
+
+def test_the_comparison_is_a_pure_function_of_the_probes_and_the_settings():
+    """tune_rules.compare: what the live search and the studies decide by (no run, no file)."""
+    from windtunnel.tune.rules import Probe, compare, rank
+
+    probes = [Probe("a", 0.100, 0.1, 0.3), Probe("b", 0.101, 0.1, 0.29), Probe("c", 0.2, 0.2, 0.1),
+              Probe("d", None), Probe("e", float("nan"))]
+    halving = TuneSpec()
+    v = compare(probes, halving, last=False)  # ceil(5 / 2) = 3 go on; the failed and the diverged rank last
+    assert (v.go_on, v.stopped, v.unsettled, v.held) == (["a", "b", "c"], ["d", "e"], [], False)
+    assert compare(probes, halving, last=True).go_on == ["a"]
+    guarded = TuneSpec(guard=0.5, keep_ties=True)  # the leader's score 0.3 < 0.5: the guard holds
+    v = compare(probes, guarded, last=False)
+    assert v.held and v.go_on == ["a", "b", "c"]
+    v = compare(probes, guarded, last=True)  # at the last comparison the leader goes on alone
+    assert (v.go_on, v.unsettled, v.stopped) == (["a"], ["b", "c"], ["b", "c", "d", "e"])
+    assert compare(probes, guarded.model_copy(update={"settle": True}), last=True).go_on == ["a", "b", "c"]
+    ties = TuneSpec(keep_ties=True, finalists=0.15)  # no guard: "b" within 15% of the leader trains to the end
+    assert compare(probes, ties, last=True).go_on == ["a", "b"]
+    assert rank(probes[::-1], "kl_bayes_model") == ["a", "b", "c", "e", "d"]  # the last two tie: as given

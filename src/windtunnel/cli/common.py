@@ -1,5 +1,5 @@
 """What the commands share: the app, the options several commands take (declared once), the
-:class:`~windtunnel.sweep.execution.Execution` of those options, and the exit codes of errors."""
+:class:`~windtunnel.engine.execution.Execution` of those options, and the exit codes of errors."""
 
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def floats_option(text: str | None, option: str, example: str) -> list[float] | 
 
 def execution(backend: str = "local", address: str | None = None, jobs: str | None = None, trackers: list[str] = (),
               reuse: list[Path] = (), quiet: bool = False):
-    """The :class:`~windtunnel.sweep.execution.Execution` of a command's options (checked here, once)."""
-    from windtunnel.sweep.execution import Execution
+    """The :class:`~windtunnel.engine.execution.Execution` of a command's options (checked here, once)."""
+    from windtunnel.engine.execution import Execution
 
     return Execution(backend=backend, address=address, workers=jobs, trackers=list(trackers), reuse=list(reuse),
                      progress=not quiet, log=typer.echo)

@@ -91,8 +91,8 @@ def run(
     trackers: Log = (),
 ) -> None:
     """The main job: train several architectures on one wind tunnel, capacity-matched, and compare."""
+    from windtunnel.engine.execution import Execution
     from windtunnel.sweep.compare import compare
-    from windtunnel.sweep.execution import Execution
     from windtunnel.sweep.markdown import comparison_table
 
     def go():
@@ -130,9 +130,10 @@ def sweep(
     Writes results.csv (a row per run and length), table.csv (means and 95% intervals over seeds),
     summary.md and summary.json; `windtunnel report DIR` turns them into a page.
     """
+    from windtunnel.engine.folders import is_finished
     from windtunnel.sweep import expand, load_sweep, run_sweep, sweep_names
     from windtunnel.sweep.config import parse_grid_option
-    from windtunnel.sweep.folders import default_out, is_finished
+    from windtunnel.sweep.manifest import default_out
 
     if config is None:
         typer.echo("shipped sweeps: " + ", ".join(sweep_names()) + "\nrun one with `windtunnel sweep NAME`, or pass a JSON file")
@@ -221,8 +222,8 @@ def scorecard(
     pre-flight, printed); a tunnel it cannot be matched on is left out ("not scored: capacity").
     """
     from windtunnel.report.page import write_report
-    from windtunnel.sweep.preflight import preflight_lines
-    from windtunnel.sweep.scorecard import (
+    from windtunnel.scorecard.preflight import preflight_lines
+    from windtunnel.scorecard.score import (
         SCORECARD_FILE,
         ScorecardRequest,
         plan_scorecard,
@@ -299,7 +300,7 @@ def tune_cmd(
     """
     from windtunnel.report.page import write_report
     from windtunnel.sweep.config import parse_grid_option
-    from windtunnel.sweep.tune import TuneRequest, run_tune
+    from windtunnel.tune.search import TuneRequest, run_tune
 
     def go():
         if rungs is not None:

@@ -28,6 +28,12 @@ class MetricSpec:
     lower_is_better: bool
     label: str  #: how a table heads it
     digits: int  #: decimals a table shows
+    unit: str = "bits"  #: its unit ("" for a fraction)
+
+    @property
+    def heading(self) -> str:
+        """Its column's heading, with the unit: ``entropy error (bits)``, ``accuracy``."""
+        return f"{self.label} ({self.unit})" if self.unit else self.label
 
     def better(self, a: float, b: float) -> bool:
         """``a`` is strictly better than ``b``."""
@@ -39,7 +45,7 @@ METRICS: dict[str, MetricSpec] = {m.name: m for m in (
     MetricSpec("entropy_error", "entropy_error_mean_abs", "probe_entropy_error", True, "entropy error", 4),
     MetricSpec("kl_bayes_model", "kl_bayes_model", "probe_kl_bayes_model", True, "KL(Bayes‖model)", 4),
     MetricSpec("kl_model_bayes", "kl_model_bayes", None, True, "KL(model‖Bayes)", 4),
-    MetricSpec("accuracy", "accuracy", "probe_accuracy", False, "accuracy", 3),
+    MetricSpec("accuracy", "accuracy", "probe_accuracy", False, "accuracy", 3, unit=""),
 )}
 #: the metrics a primitive can be scored by and a search can rank by
 ScoredMetric = Literal["entropy_error", "kl_bayes_model", "accuracy"]

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from windtunnel.compat import deprecated, mix_takes_capture
+from windtunnel.compat import EarlierContract, deprecated
 from windtunnel.config import ConfigError, StrictConfig
 from windtunnel.models.contract import check_model
 from windtunnel.registry import Registry, is_import_path
@@ -265,6 +265,12 @@ class WindModel(nn.Module):
     #: the blocks first (a backbone that draws its own weights first, as Mamba-2's), the embedding
     #: still first in the module tree
     embed_first: ClassVar[bool] = True
+    #: what the class keeps of the earlier contract, read once when it is created
+    _earlier: ClassVar[EarlierContract] = EarlierContract()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._earlier = EarlierContract.of(cls)
 
     def __init__(self, spec: TaskSpec, config: ModelConfig | None = None, **params: Any):
         super().__init__()
@@ -316,7 +322,7 @@ class WindModel(nn.Module):
 
     def forward(self, inputs: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """Outputs ``(B, T, O)``, or ``(B, P, O)`` at ``positions`` (P,) only."""
-        if hasattr(self, "_run"):  # a model of the earlier contract that runs itself with a capture
+        if self._earlier.runs_itself:  # a model of the earlier contract that runs itself with a capture
             return self._run(inputs, positions, _ACTIVE.get())
         h = self.final_tap(self._mix(self.embed_tap(self.embed(inputs))))
         if positions is not None:
@@ -324,7 +330,7 @@ class WindModel(nn.Module):
         return self.head(h, self.embed.tok.weight)
 
     def _mix(self, x: torch.Tensor) -> torch.Tensor:
-        if mix_takes_capture(type(self).mix):  # the earlier contract's mix(x, cache)
+        if self._earlier.mix_takes_capture:  # the earlier contract's mix(x, cache)
             return self.mix(x, _ACTIVE.get())
         return self.mix(x)
 
@@ -432,12 +438,12 @@ def check_model_class(cls: type[WindModel]) -> None:
     if not (inspect.isclass(config) and issubclass(config, ModelConfig)):
         raise ConfigError(f"model '{name}' needs a class attribute Config, a subclass of "
                           "windtunnel.models.ModelConfig (its fields are the model's parameters)")
-    if cls.mix is WindModel.mix and not hasattr(cls, "_run"):
+    if cls.mix is WindModel.mix and not cls._earlier.runs_itself:
         raise ConfigError(f"model '{name}' does not implement mix "
                           "(embedded inputs (B, T, d) -> states (B, T, d), causally)")
     if "positions" not in inspect.signature(cls.forward).parameters:
         raise ConfigError(f"model '{name}': forward must accept (inputs, positions=None)")
-    if cls.build is WindModel.build or mix_takes_capture(cls.mix):
+    if cls.build is WindModel.build or cls._earlier.mix_takes_capture:
         deprecated(f"model '{name}' written to the earlier contract (its own embed and head in __init__, "
                    "or mix(x, cache))", "build(self, c) for the blocks and mix(self, x), with Tap capture points "
                    "(docs/models.md, 'Bring your own architecture')", stacklevel=5)

@@ -94,13 +94,13 @@ def geometry_section(run_dir: Path, rel: str, level: int = 3) -> list[str]:
 # A sweep
 # ---------------------------------------------------------------------------------------
 def sweep_report(folder: Path) -> tuple[str, str]:
-    from windtunnel.sweep import read_manifest, write_tables
+    from windtunnel.sweep import read_manifest
     from windtunnel.sweep.markdown import sweep_markdown
-    from windtunnel.sweep.run import is_finished
+    from windtunnel.sweep.run import is_finished, summarise
 
     sweep, runs = read_manifest(folder)
     old = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
-    summary = write_tables(folder, sweep, runs, old.get("failed"))  # fresh tables from what has finished
+    summary, _ = summarise(folder, sweep, runs, old.get("failed"))  # from what has finished; no file is rewritten
     title = f"windtunnel report: sweep {sweep.name}"
     lines = [sweep_markdown(summary, sweep, title), ""]
     # under the summary's ladder table: a scorecard's heat maps hold its reference and the rungs it skipped
@@ -132,7 +132,7 @@ def experiment_section(folder: Path, exp: str, slug: str, members: list, rows: l
     accuracy (when the experiment is read by it), training curves, geometry and its runs.
     ``members``: its finished runs; ``rows``: its rows of the summary table; ``rule_metric``: its
     primitive's metric in the sweep's rules (None: no rule). Accuracy is shown when that rule, or
-    the scorecard's metric for the experiment's task (:func:`~windtunnel.sweep.scorecard.task_metric`),
+    the scorecard's metric for the experiment's task (:func:`~windtunnel.scorecard.score.task_metric`),
     is accuracy."""
     from windtunnel.sweep.primitives import task_metric
 
@@ -249,7 +249,7 @@ def sweep_ladders_section(folder: Path, sweep: Any, summary: dict[str, Any]) -> 
 def tune_section(folder: Path) -> list[str]:
     """Every tuning search in the folder (``tune-*.json``): the probe metric against the learning
     rate per architecture and task, and each search's table."""
-    from windtunnel.sweep.tune_files import read_tunes, tune_name
+    from windtunnel.tune.outputs import read_tunes, tune_name
 
     docs = [d for d in read_tunes(folder) if "train.lr" in d["spec"]["grid"]]
     if not docs:

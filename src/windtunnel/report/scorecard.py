@@ -31,8 +31,8 @@ def _steps(cell: dict[str, Any] | None) -> str:
 
 def scorecard_section(folder: Path) -> list[str]:
     """The verdict table, the cautions and unsettled verdicts, the learning plots."""
+    from windtunnel.scorecard.score import scorecard_cautions, unscored_text
     from windtunnel.sweep.markdown import score_text
-    from windtunnel.sweep.scorecard import scorecard_cautions, unscored_text
 
     doc = load(folder)
     if doc is None:
@@ -124,8 +124,8 @@ def _learning_section(folder: Path, doc: dict[str, Any]) -> list[str]:
 def _curve(folder: Path, doc: dict[str, Any], row: dict[str, Any], key: str) -> tuple[list[int], list[float]] | None:
     """A model's probe-score curve at a primitive's own rung: the shipped reference's, or read from
     its run in the folder."""
-    from windtunnel.sweep.folders import read_manifest
-    from windtunnel.sweep.reference import load_reference, probe_curve
+    from windtunnel.scorecard.reference import load_reference, probe_curve
+    from windtunnel.sweep.manifest import read_manifest
 
     who = doc["model"] if key == "model" else doc["reference"]
     if key != "model" and doc.get("reference_source") == "shipped":

@@ -13,11 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from windtunnel.compat import legacy_execution
 from windtunnel.config import ConfigError, Overrides, short_hash
+from windtunnel.engine.execution import Execution
 from windtunnel.evaluate.plots import calibration_plot
 from windtunnel.evaluate.record import Evaluation
 from windtunnel.sweep.config import SweepConfig
-from windtunnel.sweep.execution import Execution, legacy_execution
 from windtunnel.sweep.expand import expand
 from windtunnel.sweep.run import run_sweep
 from windtunnel.train.rundir import RunDir
@@ -55,9 +56,9 @@ def compare(
     """Train and evaluate every model; write the sweep tables and ``calibration.png``.
 
     ``overrides``: ``{"train.steps": 500}`` or ``(key, value)`` pairs, for every run;
-    ``execution``: how the runs train and what they report (:class:`~windtunnel.sweep.execution.Execution`;
+    ``execution``: how the runs train and what they report (:class:`~windtunnel.engine.execution.Execution`;
     the keywords ``progress`` and ``trackers`` of earlier versions still work, deprecated)."""
-    execution = legacy_execution("compare", execution, legacy, ("progress", "trackers"))
+    execution = legacy_execution("compare", execution, legacy, Execution)
     if legacy.get("progress") is False:  # compare(progress=False) was silent
         execution = execution.but(log=Execution.quiet().log)
     sweep = compare_sweep(task, models, profile, reference)

@@ -21,6 +21,7 @@ from pydantic import AfterValidator, Field, PrivateAttr, model_serializer, model
 
 from windtunnel.compat import sweep_hash_doc
 from windtunnel.config import ConfigError, Override, StrictConfig, json_names, parse_overrides, short_hash
+from windtunnel.engine.execution import parse_jobs
 from windtunnel.evaluate.record import ScoredMetric
 
 #: sections of a run config that a grid axis or an override may set (``section.field``)
@@ -172,19 +173,6 @@ class Diagnose(StrictConfig):
             except ConfigError as exc:
                 raise ValueError(f"analyses: {exc}") from None
         return self
-
-
-def parse_jobs(value: Any) -> int | Literal["auto"]:
-    """``jobs`` as a sweep file or ``--jobs`` gives it: ``'auto'`` or an integer from 1 to 1024."""
-    if value == "auto":
-        return "auto"
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = 0
-    if isinstance(value, (bool, float)) or not 1 <= n <= 1024:
-        raise ConfigError(f"jobs = {value!r}; allowed: an integer from 1 to 1024, or 'auto'")
-    return n
 
 
 class SweepConfig(_WithOverrides):

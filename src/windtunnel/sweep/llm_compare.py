@@ -22,12 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError
+from windtunnel.engine.execution import Execution
+from windtunnel.engine.jobs import Job, Outcome, run_jobs
 from windtunnel.files import atomic_write_text
-from windtunnel.interrupt import stop_on_signals
 from windtunnel.llm.compare_config import MANIFEST, CompareConfig, PlannedModel, plan
-from windtunnel.lock import folder_lock
-from windtunnel.sweep.execution import Execution
-from windtunnel.sweep.jobs import Job, Outcome, run_jobs
 
 
 def run_model(source: str, analyses: list[str], folder: str, options: dict[str, Any], progress: bool = False) -> dict:
@@ -101,7 +99,7 @@ def run_comparison(config: CompareConfig, out: Path | str, execution: Execution 
     if execution.backend == "local":
         execution = execution.but(workers=1)  # one model at a time, each with every core
     log = execution.log
-    with execution.session(), folder_lock(out, "comparison"), stop_on_signals() as stop:
+    with execution.workspace(out, "comparison") as stop:
         atomic_write_text(out / MANIFEST, json.dumps(_manifest(config, analyses, models), indent=1))
         log(f"comparison {config.name}: {len(models)} models in {out}; {len(models) - len(todo)} finished (skipped), "
             f"{len(todo)} to run")

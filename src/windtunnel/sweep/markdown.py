@@ -36,11 +36,9 @@ def comparison_table(aggregated: list[dict[str, Any]], experiment: str) -> str:
     if not rows:
         return "_no finished runs_"
     grid_cols = sorted({k for r in rows for k in r if k.startswith("grid:")})
-    has_acc = any(r.get("accuracy") is not None for r in rows)
+    shown = [METRICS[m] for m in SCORED_METRICS if m != "accuracy" or any(r.get(m) is not None for r in rows)]
     head = ["model", *(c.removeprefix("grid:") for c in grid_cols), "length", "params", "seeds",
-            "entropy error (bits)", "KL(Bayes‖model) (bits)"]
-    head += ["accuracy"] if has_acc else []
-    head += ["train s", "paper", "paper source"]
+            *(m.heading for m in shown), "train s", "paper", "paper source"]
     body = []
     order = {m: i for i, m in enumerate(dict.fromkeys(r["model"] for r in rows))}  # the experiment's order
     key = (lambda r: (order[r["model"]], *(str(r.get(c)) for c in grid_cols), r["length"] or 0))
@@ -48,11 +46,9 @@ def comparison_table(aggregated: list[dict[str, Any]], experiment: str) -> str:
         paper_metric = "accuracy" if r.get("paper_accuracy") is not None else "entropy_error"
         paper = r.get(f"paper_{paper_metric}")
         cells = [r["model"], *(escape(str(r.get(c)), quote=False) for c in grid_cols), _length_label(r), f"{r['n_params']:,}",
-                 str(r["n_seeds"]), _cell(r, "entropy_error"), _cell(r, "kl_bayes_model")]
-        cells += [_cell(r, "accuracy", 3)] if has_acc else []
-        cells += [f"{r['train_seconds']:.0f}"]
+                 str(r["n_seeds"]), *(_cell(r, m.name, m.digits) for m in shown), f"{r['train_seconds']:.0f}"]
         acc_note = " (acc.)" if paper_metric == "accuracy" and paper is not None else ""
-        cells += [_fmt(paper, 3 if paper_metric == "accuracy" else 4) + acc_note,
+        cells += [_fmt(paper, METRICS[paper_metric].digits) + acc_note,
                   r.get(f"paper_{paper_metric}_source") or "-"]
         body.append(cells)
     lines = table(head, body)

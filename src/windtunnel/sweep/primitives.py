@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from windtunnel.config import Overrides, as_overrides
+from windtunnel.engine.execution import Execution
 from windtunnel.sweep.config import load_sweep
-from windtunnel.sweep.execution import Execution
 from windtunnel.sweep.expand import matched_configs
 from windtunnel.sweep.tunnels import PRIMITIVES, REFERENCE
 from windtunnel.train.config import RunConfig

@@ -5,8 +5,8 @@ one run directory per run (``<task>-<model>-<hash>``, as ``windtunnel train`` ma
 ``results.csv`` (one row per run and evaluation length), ``table.csv`` (means and intervals
 over seeds), ``summary.json`` and ``summary.md``. Running the same sweep again skips finished
 runs and resumes interrupted ones from their last resumable checkpoint. The runs and their
-diagnoses go through the one job runner (:func:`~windtunnel.sweep.jobs.run_jobs`), as an
-:class:`~windtunnel.sweep.execution.Execution` says.
+diagnoses go through the one job runner (:func:`~windtunnel.engine.jobs.run_jobs`), as an
+:class:`~windtunnel.engine.execution.Execution` says.
 """
 
 from __future__ import annotations
@@ -17,16 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from windtunnel.compat import legacy_execution
 from windtunnel.config import Overrides, as_overrides
+from windtunnel.engine.execution import Execution
+from windtunnel.engine.folders import is_finished, reuse_runs
+from windtunnel.engine.jobs import Job, Outcome, failures, run_jobs
 from windtunnel.files import atomic_write_text
-from windtunnel.interrupt import Interrupted, StopFlag, stop_on_signals
-from windtunnel.lock import folder_lock
+from windtunnel.interrupt import Interrupted, StopFlag
 from windtunnel.sweep.aggregate import aggregate, primitives, run_rows, write_csv
 from windtunnel.sweep.config import SweepConfig
-from windtunnel.sweep.execution import Execution, legacy_execution
 from windtunnel.sweep.expand import SweepRun, expand
-from windtunnel.sweep.folders import default_out, is_finished, read_manifest, reuse_runs, unique_runs, write_manifest
-from windtunnel.sweep.jobs import Job, Outcome, failures, run_jobs
+from windtunnel.sweep.manifest import default_out, read_manifest, unique_runs, write_manifest
 from windtunnel.train.config import RunConfig
 from windtunnel.train.decide import Decision
 from windtunnel.train.rundir import RunDir
@@ -34,10 +35,6 @@ from windtunnel.train.tracking import Trackers
 
 __all__ = ["SweepError", "SweepOutcome", "default_out", "diagnose_runs", "is_finished", "read_manifest", "run_sweep",
            "train_one", "write_tables"]
-
-
-#: run_sweep's keywords of earlier versions, each now a field of the Execution
-LEGACY_KEYWORDS = ("backend", "address", "jobs", "trackers", "reuse", "progress", "log")
 
 
 class SweepError(RuntimeError):
@@ -51,7 +48,7 @@ class SweepError(RuntimeError):
 
 @dataclass
 class SweepOutcome:
-    """What a sweep did: ``outcomes`` holds each run's (and diagnosis') :class:`~windtunnel.sweep.jobs.Outcome`;
+    """What a sweep did: ``outcomes`` holds each run's (and diagnosis') :class:`~windtunnel.engine.jobs.Outcome`;
     ``trained``, ``skipped`` and ``failed`` (name -> error) list them by kind; ``summary`` is
     ``summary.json``."""
 
@@ -178,20 +175,20 @@ def run_sweep(sweep: SweepConfig, out: Path | str | None = None, execution: Exec
 
     ``overrides`` (``{"train.steps": 500}`` or ``(key, value)`` pairs) and ``grid`` apply to every
     run as in :func:`~windtunnel.sweep.expand.expand`; ``out`` defaults to
-    :func:`~windtunnel.sweep.folders.default_out`. ``execution`` says where the runs train (this
+    :func:`~windtunnel.sweep.manifest.default_out`. ``execution`` says where the runs train (this
     process, ``workers`` processes, or Ray), which trackers they log to, which folders' runs are
-    reused rather than trained again (:func:`~windtunnel.sweep.folders.reuse_runs`), and where
+    reused rather than trained again (:func:`~windtunnel.engine.folders.reuse_runs`), and where
     progress goes. ``runs`` may be a stage of ``plan``, and ``retired`` names runs a search replaced
-    (:func:`~windtunnel.sweep.folders.write_manifest`). (The deprecated keywords ``backend``,
+    (:func:`~windtunnel.sweep.manifest.write_manifest`). (The deprecated keywords ``backend``,
     ``address``, ``jobs``, ``trackers``, ``reuse``, ``progress`` and ``log`` still work: they build
     the execution.)"""
-    execution = legacy_execution("run_sweep", execution, legacy, LEGACY_KEYWORDS)
+    execution = legacy_execution("run_sweep", execution, legacy, Execution)
     runs = runs if runs is not None else expand(sweep, overrides, grid)
     out = Path(out) if out is not None else default_out(sweep, as_overrides(overrides))
     distinct = unique_runs(runs)
     execution = execution.resolved(sweep.jobs, [r.config.train.threads for r in distinct])
     log = execution.log
-    with execution.session(), folder_lock(out, "sweep"), stop_on_signals() as stop:
+    with execution.workspace(out, "sweep") as stop:
         write_manifest(out, sweep, runs, log, plan=plan, retired=retired)
         reuse_runs([r.config for r in distinct], out, execution.reuse, log, stop)
         todo = [r for r in distinct if not is_finished(out / r.name, r.config, sweep.decide_early)]

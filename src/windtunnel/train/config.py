@@ -46,7 +46,7 @@ class Curriculum(StrictConfig):
 
 class Cooldown(StrictConfig):
     """Anneal a run from step ``at`` on: the scheduled learning rate at ``at`` decays linearly to 0
-    over ``steps`` steps (the branch a search compares a candidate by: :mod:`windtunnel.sweep.tune`)."""
+    over ``steps`` steps (the branch a search compares a candidate by: :mod:`windtunnel.tune.search`)."""
 
     at: int = Field(ge=0, description="the step the branch leaves its run at")
     steps: int = Field(ge=1, description="steps over which the learning rate decays to 0")

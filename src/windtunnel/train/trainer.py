@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from windtunnel.compat import deprecated
+from windtunnel.compat import tracking_group
 from windtunnel.evaluate.record import Evaluation
 from windtunnel.interrupt import stop_on_signals
 from windtunnel.lock import folder_lock
@@ -77,12 +77,7 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
     plots are then written to ``plots/`` and logged with the evaluation.
     """
     run_dir = Path(run_dir)
-    group = legacy.pop("tracking_group", None)
-    if legacy:
-        raise TypeError(f"train() got unexpected keyword argument(s): {', '.join(legacy)}")
-    if group is not None:
-        deprecated("train(tracking_group=...)", "train(trackers=Trackers.parse(names, group=...))")
-    trackers = Trackers.parse(trackers, group)  # unknown names and missing extras, before anything is written
+    trackers = Trackers.parse(trackers, tracking_group(legacy))  # unknown names and missing extras, before anything is written
     tc = config.train
     device = resolve_device(tc.device)
     if tc.threads:

@@ -20,14 +20,27 @@ from collections.abc import Callable, Iterable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from windtunnel.compat import deprecated
 from windtunnel.config import ConfigError, require
-from windtunnel.sweep.config import parse_jobs
+from windtunnel.interrupt import stop_on_signals
+from windtunnel.lock import folder_lock
 from windtunnel.train.tracking import Trackers
 
 BACKENDS = ("local", "ray")
+
+
+def parse_jobs(value: Any) -> int | Literal["auto"]:
+    """``jobs`` as a sweep file or ``--jobs`` gives it: ``'auto'`` or an integer from 1 to 1024."""
+    if value == "auto":
+        return "auto"
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if isinstance(value, (bool, float)) or not 1 <= n <= 1024:
+        raise ConfigError(f"jobs = {value!r}; allowed: an integer from 1 to 1024, or 'auto'")
+    return n
 
 
 def check_backend(backend: str) -> None:
@@ -138,7 +151,7 @@ class Execution:
         return self if self.backend == "local" else self.but(backend="local", address=None, workers=1)
 
     def in_this_process(self, n_jobs: int) -> bool:
-        """Whether :func:`~windtunnel.sweep.jobs.run_jobs` runs ``n_jobs`` jobs here, one after
+        """Whether :func:`~windtunnel.engine.jobs.run_jobs` runs ``n_jobs`` jobs here, one after
         another (so a run may draw its progress bar)."""
         return self.backend == "local" and (self.workers in (None, 1) or n_jobs <= 1)
 
@@ -149,17 +162,13 @@ class Execution:
         handlers then replace the SIGTERM handler ``ray.init`` installs)."""
         return ray_session(self.address) if self.backend == "ray" else nullcontext()
 
-
-def legacy_execution(where: str, execution: Execution | None, legacy: dict[str, Any], allowed: Iterable[str]) -> Execution:
-    """``execution``, or one built from the keywords ``where`` took before :class:`Execution`
-    existed (``allowed`` of ``backend``, ``address``, ``jobs``, ``trackers``, ``reuse``,
-    ``progress``, ``log``), with a deprecation warning."""
-    unknown = legacy.keys() - set(allowed)
-    if unknown:
-        raise TypeError(f"{where}() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
-    if not legacy:
-        return execution or Execution()
-    if execution is not None:
-        raise TypeError(f"{where}(): give execution= or the keywords it replaces, not both")
-    deprecated(f"{where}({'=..., '.join(legacy)}=...)", f"{where}(..., execution=Execution(...))", stacklevel=4)
-    return Execution(**{("workers" if k == "jobs" else k): v for k, v in legacy.items() if v is not None})
+    @contextmanager
+    def workspace(self, out: Path | str, kind: str):
+        """The set-up of every command that writes a folder of runs (a sweep, a search, a
+        comparison), for the block: the ``reuse`` folders checked against ``out``, the backend
+        entered (:meth:`session`), ``out`` locked against a second writer of ``kind``
+        (:func:`~windtunnel.lock.folder_lock`) and stop signals caught
+        (:func:`~windtunnel.interrupt.stop_on_signals`); yields the :class:`~windtunnel.interrupt.StopFlag`."""
+        check_reuse(self.reuse, out)
+        with self.session(), folder_lock(Path(out), kind), stop_on_signals() as stop:
+            yield stop

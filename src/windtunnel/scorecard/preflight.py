@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from windtunnel.config import ConfigError, Overrides, as_overrides
+from windtunnel.engine.jobs import error_line
 from windtunnel.models import count_params, make_model, model_class
 from windtunnel.models.capacity import CapacityError
 from windtunnel.registry import is_import_path
 from windtunnel.sweep.config import SweepConfig
 from windtunnel.sweep.expand import grid_points, matched_configs, reference_config, run_overrides
-from windtunnel.sweep.jobs import error_line
 from windtunnel.sweep.primitives import REFERENCE
 from windtunnel.sweep.shape import SHAPE_FIELDS, ModelSets, knob_of, shape_sources
 from windtunnel.tables import table

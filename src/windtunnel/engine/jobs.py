@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from windtunnel.engine.execution import Execution
 from windtunnel.files import DiskFullError
 from windtunnel.interrupt import Interrupted, StopFlag
-from windtunnel.sweep.execution import Execution
 
 Status = Literal["finished", "failed", "stopped", "skipped"]
 
@@ -75,11 +75,19 @@ def run_jobs(jobs: Sequence[Job], execution: Execution, stop: StopFlag | None = 
     """Run ``jobs`` as ``execution`` says (see the module doc); one :class:`Outcome` per job, by
     name. ``execution.workers`` is the number of jobs at once on the local backend (None: one)."""
     stop = stop or StopFlag()
+    if execution.workers == "auto":  # jobs name no threads: one job per core
+        execution = execution.resolved(1, ())
     if execution.backend == "ray":
         return _on_ray(list(jobs), execution.log, stop)
     if execution.in_this_process(len(jobs)):
         return _here(list(jobs), execution.log, stop)
-    return _in_processes(sorted(jobs, key=lambda j: j.cost, reverse=True), int(execution.workers), execution.log, stop)
+    return _in_processes(pool_order(jobs), int(execution.workers), execution.log, stop)
+
+
+def pool_order(jobs: Sequence[Any], cost: Callable[[Any], float] = lambda job: job.cost) -> list:
+    """The order in which a pool of workers starts ``jobs``, each on the first free worker: the
+    costliest first, so that the last to finish are short (``cost``: a job's; default ``Job.cost``)."""
+    return sorted(jobs, key=cost, reverse=True)
 
 
 # ---------------------------------------------------------------------------------------
@@ -186,48 +194,74 @@ def _in_processes(jobs: list[Job], workers: int, log: Callable[[str], None], sto
 # ---------------------------------------------------------------------------------------
 # As Ray tasks (inside Execution.session())
 # ---------------------------------------------------------------------------------------
+def _ray_task(fn: Callable[..., Any], args: tuple) -> tuple[str, Any, float]:
+    """A Ray task: ``fn(*args)``, timed; returns ("finished", value, seconds), ("stopped", text,
+    seconds) or ("disk full", path, seconds), as a worker process reports them. Any other error
+    is raised, for Ray to report."""
+    t0 = time.perf_counter()
+    try:
+        return "finished", fn(*args), time.perf_counter() - t0
+    except Interrupted as exc:
+        return "stopped", str(exc), time.perf_counter() - t0
+    except DiskFullError as exc:
+        return "disk full", str(exc.path), time.perf_counter() - t0
+
+
 def _on_ray(jobs: list[Job], log: Callable[[str], None], stop: StopFlag) -> dict[str, Outcome]:
     """On a stop signal the waiting tasks are dropped and the running ones cancelled without
     force: Ray delivers that as a SIGINT in the task, so each finishes its step and writes a
-    resumable checkpoint; a second signal cancels them at once."""
+    resumable checkpoint; a second signal cancels them at once. A full disk cancels the others
+    the same way (the waiting ones do not start) and is raised once they have ended."""
     import ray
 
-    tasks: dict[Callable[..., Any], Any] = {}
-    pending = {}
-    for job in jobs:
-        task = tasks[job.fn] if job.fn in tasks else tasks.setdefault(job.fn, ray.remote(job.fn))
-        pending[task.options(**job.resources, name=job.name).remote(*job.args)] = job
+    task = ray.remote(_ray_task)
+    pending = {task.options(**job.resources, name=job.name).remote(job.fn, job.args): (job, time.perf_counter())
+               for job in jobs}
     log(f"submitted {len(pending)} jobs to Ray ({ray.cluster_resources().get('CPU', 0):.0f} CPUs in the cluster)")
     outcomes: dict[str, Outcome] = {}
-    cancelled = False
+    cancelled, disk_full = False, None
     try:
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
-            if stop.signum is not None and not cancelled:
+            if (stop.signum is not None or disk_full is not None) and not cancelled:
                 for ref in pending:
                     ray.cancel(ref, force=False)
                 cancelled = True
             if not done:
                 continue
-            job = pending.pop(done[0])
-            where = f"[{len(outcomes) + 1}/{len(jobs)}] {job.describe()}"
-            try:
-                value = ray.get(done[0])
-            except ray.exceptions.RayError as exc:  # task errors, crashed workers, lost nodes, OOM kills
-                if cancelled:  # stopped (or not started); the rerun resumes or retries it
-                    outcomes[job.name] = Outcome(job.name, "stopped")
-                    log(f"{where} stopped")
-                    continue
-                outcomes[job.name] = Outcome(job.name, "failed", error_line(getattr(exc, "cause", None) or exc))
-                log(f"{where} failed: {outcomes[job.name].error}")
-                continue
-            outcomes[job.name] = Outcome(job.name, "finished", value=value)
-            if job.after is not None:
-                job.after(value)
-            log(f"{where} finished")
+            job, t0 = pending.pop(done[0])
+            o, full = _ray_outcome(job, done[0], time.perf_counter() - t0, cancelled)
+            outcomes[job.name], disk_full = o, disk_full or full
+            where = f"[{len(outcomes)}/{len(jobs)}] {job.describe()}"
+            if o.status == "finished":
+                if job.after is not None:
+                    job.after(o.value)
+                log(f"{where} finished ({o.seconds:.0f} s)")
+            else:
+                log(f"{where} {o.status}" + (f": {o.error}" if o.error else ""))
     except Interrupted:  # a second signal: stop the tasks at once too
         for ref in pending:
             ray.cancel(ref, force=True)
         raise
     stop.check()
+    if disk_full is not None:
+        raise DiskFullError(disk_full)
     return outcomes
+
+
+def _ray_outcome(job: Job, ref: Any, waited: float, cancelled: bool) -> tuple[Outcome, str | None]:
+    """The outcome of a finished Ray task (``waited``: seconds since it was submitted, its time
+    when the task itself reported none), and the path of a full disk it met (else None)."""
+    import ray
+
+    try:
+        kind, detail, seconds = ray.get(ref)
+    except ray.exceptions.RayError as exc:  # task errors, crashed workers, lost nodes, OOM kills
+        if cancelled:  # stopped (or not started); the rerun resumes or retries it
+            return Outcome(job.name, "stopped", seconds=waited), None
+        return Outcome(job.name, "failed", error_line(getattr(exc, "cause", None) or exc), seconds=waited), None
+    if kind == "finished":
+        return Outcome(job.name, "finished", value=detail, seconds=seconds), None
+    if kind == "stopped":
+        return Outcome(job.name, "stopped", seconds=seconds), None
+    return Outcome(job.name, "failed", str(DiskFullError(detail)).split(";")[0], seconds=seconds), detail

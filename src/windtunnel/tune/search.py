@@ -12,15 +12,14 @@ a sweep would train with that setting (same content-hashed folder, schedule and 
 3. the one left resumes to the end and is evaluated: the run the scorecard or sweep then reuses.
 
 ``full=True`` trains every candidate to the end instead; a candidate whose loss turns non-finite
-counts as the worst. Every stage runs through :func:`~windtunnel.sweep.jobs.run_jobs`. The table
+counts as the worst. Every stage runs through :func:`~windtunnel.engine.jobs.run_jobs`. The table
 of every candidate at every point it reached is ``tune-<task>-<model>.json`` / ``.csv`` / ``.md``
-(:mod:`~windtunnel.sweep.tune_files`), with the search's :func:`cautions`. Cost, score and
+(:mod:`~windtunnel.tune.outputs`), with the search's :func:`cautions`. Cost, score and
 cautions: docs/sweeps.md, "Tuning: one protocol for every architecture".
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,32 +27,33 @@ from typing import Any
 
 from pydantic import AliasChoices, Field, model_validator
 
+from windtunnel.compat import legacy_execution
 from windtunnel.config import ConfigError, StrictConfig
+from windtunnel.engine.execution import Execution
+from windtunnel.engine.folders import reuse_runs
+from windtunnel.engine.jobs import Job, failures, run_jobs
 from windtunnel.evaluate.record import METRICS, Evaluation, ScoredMetric, primitive_score
-from windtunnel.interrupt import StopFlag, stop_on_signals
-from windtunnel.lock import folder_lock
+from windtunnel.interrupt import StopFlag
 from windtunnel.sweep.config import Grid
-from windtunnel.sweep.execution import Execution, legacy_execution
 from windtunnel.sweep.expand import grid_points
-from windtunnel.sweep.folders import reuse_runs
-from windtunnel.sweep.jobs import Job, failures, run_jobs
 from windtunnel.sweep.primitives import budget_execution, task_metric, tune_configs
 from windtunnel.sweep.run import tokens_to
-from windtunnel.sweep.tune_files import tune_name, write_tune
-from windtunnel.sweep.tune_rules import (  # noqa: F401  (rung_steps, probe_at: read from here by callers)
+from windtunnel.train.config import RunConfig, apply_overrides
+from windtunnel.train.decide import Decision
+from windtunnel.train.rundir import RunDir
+from windtunnel.tune.outputs import tune_name, write_tune
+from windtunnel.tune.rules import (  # noqa: F401  (rung_steps, probe_at: read from here by callers)
     PLATEAU_SPREAD,
+    Probe,
     cautions,
+    compare,
     curriculum_cautions,
     last_probe,
     last_probe_step,
     probe_at,
-    rank_key,
+    rank,
     rung_steps,
-    survivors,
 )
-from windtunnel.train.config import RunConfig, apply_overrides
-from windtunnel.train.decide import Decision
-from windtunnel.train.rundir import RunDir
 
 #: np.logspace(-4, -2, 5), to three significant digits
 DEFAULT_LRS = [1e-4, 3.16e-4, 1e-3, 3.16e-3, 1e-2]
@@ -352,7 +352,7 @@ class _Search:
 
     def advance(self, failed: dict[str, str]) -> None:
         """Read this stage's probes (annealed ones where the search anneals) and keep the survivors
-        (:func:`~windtunnel.sweep.tune_rules.survivors`); at the end, rank the finishers."""
+        (:func:`~windtunnel.tune.rules.compare`); at the end, rank the finishers."""
         s, spec = self.stages[self.i], self.spec
         for c in self.alive:
             if c.run in failed:
@@ -378,23 +378,17 @@ class _Search:
         if self.final:
             self.alive, self.i = self.rank_finalists(alive, s), self.i + 1
             return
-        alive.sort(key=lambda c: rank_key(spec.metric, value(c), c.kl))
-        if spec.guard is not None:
-            base = self.baseline()
-            for c in alive:
-                v = value(c)
-                c.probe_score[s] = None if v is None or base is None else primitive_score(spec.metric, v, base)
-        last = self.i == len(self.steps_at) - 1
-        keep = 1 if last else math.ceil(len(alive) / spec.eta)
-        kept, held = survivors([(c, value(c), c.probe_score.get(s)) for c in alive], keep, spec.guard, spec.keep_ties,
-                               spec.finalists if last else PLATEAU_SPREAD)
-        if last and held and not spec.settle:  # the leader goes on; the others could not be ruled out
-            self.unsettled += kept[1:]
-            kept = kept[:1]
+        base = self.baseline() if spec.guard is not None else None
         for c in alive:
-            if c not in kept:
-                c.status = f"stopped at step {s}" + (" (unsettled)" if c in self.unsettled else "")
-        self.alive, self.i = kept, self.i + 1
+            v = value(c)
+            if spec.guard is not None:
+                c.probe_score[s] = None if v is None or base is None else primitive_score(spec.metric, v, base)
+        verdict = compare([Probe(c, value(c), c.kl, c.probe_score.get(s)) for c in alive], spec,
+                          last=self.i == len(self.steps_at) - 1)
+        self.unsettled += verdict.unsettled
+        for c in verdict.stopped:
+            c.status = f"stopped at step {s}" + (" (unsettled)" if c in self.unsettled else "")
+        self.alive, self.i = verdict.go_on, self.i + 1
 
     def rank_finalists(self, alive: list[Candidate], end: int) -> list[Candidate]:
         """The candidates trained to the end, best first. Where early decisions stopped some of them
@@ -404,11 +398,10 @@ class _Search:
         stops = [last_probe_step(self.out / c.run, metric) for c in alive]
         common = min((t for t in stops if t is not None), default=end)
         if len(alive) < 2 or all(t in (None, common) for t in stops):
-            return sorted(alive, key=lambda c: rank_key(metric, c.scores[end], c.kl))
+            return rank([Probe(c, c.scores[end], c.kl) for c in alive], metric)
         self.compared_at = common
-        at = {c.run: (probe_at(self.out / c.run, common, metric), probe_at(self.out / c.run, common, "kl_bayes_model"))
-              for c in alive}
-        return sorted(alive, key=lambda c: rank_key(metric, *at[c.run]))
+        return rank([Probe(c, probe_at(self.out / c.run, common, metric), probe_at(self.out / c.run, common, "kl_bayes_model"))
+                     for c in alive], metric)
 
     def result(self, together: int = 1) -> TuneResult:
         """The winner, its evaluation, the cautions; writes the search's table files."""
@@ -453,7 +446,7 @@ def tune_many(searches: list[tuple[RunConfig, Path | str, TuneSpec | None]], exe
     search's last candidate finishes; each search ranks and cuts its own candidates as
     :func:`tune` does, with the same runs and the same result. The candidates train on this
     machine (the search reads their probes from its folders as it goes)."""
-    execution = legacy_execution("tune_many", execution, legacy, ("jobs", "log")).local()
+    execution = legacy_execution("tune_many", execution, legacy, Execution).local()
     execution = execution.resolved(1, [base.train.threads for base, _, _ in searches])
     stop = stop or StopFlag()
     state = [_Search(base, Path(out), spec or TuneSpec(), execution.log) for base, out, spec in searches]
@@ -485,7 +478,7 @@ def tune(base: RunConfig, out: Path | str, spec: TuneSpec | None = None, executi
     """Successive halving of ``spec.grid`` around ``base`` (see the module doc); the runs live
     in ``out/<run name>``, the table in ``out/tune-<task>-<model>.*``. Finished and paused
     candidates are reused, so calling it again continues the search."""
-    execution = legacy_execution("tune", execution, legacy, ("jobs", "log"))
+    execution = legacy_execution("tune", execution, legacy, Execution)
     return tune_many([(base, out, spec)], execution, stop)[0]
 
 
@@ -494,14 +487,14 @@ def tune_in_folder(searches: list[tuple[RunConfig, TuneSpec | None]], out: Path 
     """:func:`tune_many` of the searches ``(base, spec)``, all in ``out``, locked against a second
     writer (what ``windtunnel tune`` and the scorecard run). The candidates that a folder of
     ``execution.reuse`` holds, finished or paused, are copied in first
-    (:func:`~windtunnel.sweep.folders.reuse_runs`)."""
+    (:func:`~windtunnel.engine.folders.reuse_runs`)."""
     candidates = []
     for base, spec in searches:  # every candidate and every cooldown branch its search could train
         spec = spec or TuneSpec()
         for _, c in candidate_configs(base, spec.grid):
             steps = rung_steps(base, spec.compare_at) if spec.cooldown and not spec.full else []
             candidates += [c, *(branch_config(c, s, spec.cooldown) for s in steps)]
-    with folder_lock(Path(out), "sweep"), stop_on_signals() as stop:
+    with execution.local().workspace(out, "sweep") as stop:
         reuse_runs(candidates, Path(out), execution.reuse, execution.log, stop)
         return tune_many([(base, out, spec) for base, spec in searches], execution, stop)
 

@@ -8,17 +8,17 @@ reference transformer, with the budget of ``paper1-quick`` (the quick profiles) 
 (``--profile paper``). How it gets a decisive answer fast:
 
 - **the reference is data**: the transformer's results at every rung ship with the package
-  (:mod:`~windtunnel.sweep.reference`); only MODEL trains (other sources: ``--reference train|FOLDER|none``);
+  (:mod:`~windtunnel.scorecard.reference`); only MODEL trains (other sources: ``--reference train|FOLDER|none``);
 - **the learning rate is searched** where the profile commits none: the three central rates of the
   tuning grid (:data:`SCORECARD_LRS`), each trained to the end, the best at the end wins
-  (:mod:`~windtunnel.sweep.tune`; ``--search annealed``: the annealed search with the plateau guard);
+  (:mod:`~windtunnel.tune.search`; ``--search annealed``: the annealed search with the plateau guard);
 - **runs decide early**: a run stops once its probe and its full evaluation agree that the
   primitive is realised (:mod:`windtunnel.train.decide`; ``--no-early-stop``: the full budget);
 - **the ladder is searched, not swept**: the profile's own rung first, then up while realised
   and down while not (``--full-ladder``: every rung).
 
 It is an ordinary sweep (run folders, resume, the Ray backend, tables, ``windtunnel report``);
-what makes and reads it is in :mod:`~windtunnel.sweep.scorecard_doc`.
+what makes and reads it is in :mod:`~windtunnel.scorecard.document`.
 """
 
 from __future__ import annotations
@@ -33,15 +33,8 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, model_validator
 
 from windtunnel.config import ConfigError
-from windtunnel.sweep.config import SweepConfig, _WithOverrides
-from windtunnel.sweep.execution import Execution, check_reuse
-from windtunnel.sweep.expand import SweepRun, expand
-from windtunnel.sweep.folders import MANIFEST, default_out, read_manifest
-from windtunnel.sweep.preflight import Sizing, preflight, preflight_lines, unmatched
-from windtunnel.sweep.primitives import PRIMITIVES, REFERENCE, budget_execution, tune_configs
-from windtunnel.sweep.reference import check_applies, load_reference
-from windtunnel.sweep.run import SweepError, SweepOutcome, run_sweep, summarise
-from windtunnel.sweep.scorecard_doc import (  # noqa: F401  (the scorecard's parts, read from here by callers)
+from windtunnel.engine.execution import Execution, check_reuse
+from windtunnel.scorecard.document import (  # noqa: F401  (the scorecard's parts, read from here by callers)
     SCORECARD_FILE,
     chosen_primitives,
     ladder,
@@ -54,9 +47,16 @@ from windtunnel.sweep.scorecard_doc import (  # noqa: F401  (the scorecard's par
     unscored_text,
     write_scorecard,
 )
+from windtunnel.scorecard.preflight import Sizing, preflight, preflight_lines, unmatched
+from windtunnel.scorecard.reference import check_applies, load_reference
+from windtunnel.sweep.config import SweepConfig, _WithOverrides
+from windtunnel.sweep.expand import SweepRun, expand
+from windtunnel.sweep.manifest import MANIFEST, default_out, read_manifest
+from windtunnel.sweep.primitives import PRIMITIVES, REFERENCE, budget_execution, tune_configs
+from windtunnel.sweep.run import SweepError, SweepOutcome, run_sweep, summarise
 from windtunnel.sweep.shape import ModelSets, parse_model_sets, sets_within
-from windtunnel.sweep.tune import SEARCH, TuneError, TuneSpec, tune_in_folder
 from windtunnel.train.config import RunConfig, load_profile
+from windtunnel.tune.search import SEARCH, TuneError, TuneSpec, tune_in_folder
 
 #: the candidates of a scorecard's learning-rate search: the three central rates of the tuning grid
 #: (DEFAULT_LRS without 1e-4 and 3.16e-4). Every winner of the sixteen recorded reversals is one of
@@ -235,7 +235,7 @@ class ScorecardPlan:
 
     def lines(self, out: Path | str | None = None) -> list[str]:
         """The pre-flight and the planned runs, as ``--dry-run`` prints them."""
-        from windtunnel.sweep.folders import is_finished
+        from windtunnel.engine.folders import is_finished
 
         req = self.scored
         sweep = req.sweep()
@@ -285,7 +285,7 @@ def run_scorecard(request: ScorecardRequest, out: Path | str | None = None,
     reference, the backend, the reuse folders), size the model on every tunnel (the pre-flight,
     :func:`plan_scorecard`; a tunnel it cannot be matched on is left out), tune what the profile
     commits no rate for, run the sweep in ``out`` (default:
-    :func:`~windtunnel.sweep.folders.default_out` of its config and the overrides as written), rung
+    :func:`~windtunnel.sweep.manifest.default_out` of its config and the overrides as written), rung
     by rung unless ``full_ladder``, and write ``scorecard.json``. A search or a run that fails
     leaves its primitive with the error; the others complete."""
     execution = execution or Execution()
@@ -390,7 +390,7 @@ def _climb(request: ScorecardRequest, sweep: SweepConfig, runs: list[SweepRun], 
     ladders = {prim: [rule for rule in sweep.primitives.rules if rule.partition("@")[0] == prim]
                for prim in chosen_primitives(request.profile, request.primitives)}
     rules = sweep.primitives.rules
-    steps = {prim: _Climb(_rung_order(request.profile, prim, names)) for prim, names in ladders.items()}
+    steps = {prim: Climb(_rung_order(request.profile, prim, names)) for prim, names in ladders.items()}
     chosen = {rules[c.current].experiment for c in steps.values()}
     failed: dict[str, str] = {}
     while True:
@@ -424,8 +424,9 @@ def _rung_order(profile: str, prim: str, names: list[str]) -> list[str]:
     return sorted(names, key=lambda n: order.index(task if "@" not in n else f"{task}@{n.partition('@')[2]}"))
 
 
-class _Climb:
-    """One primitive's ladder search: from the profile's own rung, up while realised, down while not."""
+class Climb:
+    """One primitive's ladder search over ``rules`` (easiest rung first; the profile's own rung is
+    the one whose name has no ``@``): from the own rung, up while realised, down while not."""
 
     def __init__(self, rules: list[str]):
         self.rules = rules
@@ -435,6 +436,10 @@ class _Climb:
     @property
     def current(self) -> str:
         return self.rules[self.i]
+
+    def paths(self) -> list[list[str]]:
+        """The two longest climbs from the own rung: up (realised at every rung) and down (at none)."""
+        return [self.rules[self.i:], self.rules[self.i::-1]]
 
     def next(self, cell: dict[str, Any] | None) -> str | None:
         """The rung to score next after ``cell`` (the current rung's result), or None: done."""

@@ -128,7 +128,7 @@ def build_reference(folder: Path, provenance: dict[str, str]) -> ReferenceData:
     """The reference data of a scorecard folder of the transformer, every rung trained to its end."""
     import torch
 
-    from windtunnel.sweep.folders import read_manifest
+    from windtunnel.sweep.manifest import read_manifest
 
     sweep, runs = read_manifest(folder)
     summary = json.loads((Path(folder) / "summary.json").read_text())

@@ -15,11 +15,17 @@ and so do:
   intermediate comparison. At the last comparison the search either trains them all to the end
   (``settle``) or keeps the leader and records the others as *unsettled*: the verdict then says
   that a stopped rate could turn it, and what settles it.
+
+:func:`compare` is the search's decision at a comparison, and :func:`rank` its order of the
+finalists: pure functions of the candidates' probes and the search's settings, with no I/O. The
+live search (:mod:`windtunnel.tune.search`) calls them with the probes it reads from its runs; a
+study of the search calls them with recorded probes (``benchmarks/study_search.py``).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -106,6 +112,68 @@ def survivors(ranked: list[tuple[Any, float | None, float | None]], keep: int, g
     out = [r[0] for i, r in enumerate(ranked)
            if i < keep or (r in finite and (held or (ties and relative_spread(r[1], lead[1]) < spread)))]
     return out, held
+
+
+class Settings(Protocol):
+    """What :func:`compare` reads of a search's settings (a :class:`~windtunnel.tune.search.TuneSpec`)."""
+
+    metric: str
+    eta: float
+    guard: float | None
+    settle: bool
+    keep_ties: bool
+    finalists: float
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a comparison reads of one candidate: ``value``, the probe it is ranked by (the annealed
+    one where the search anneals; None or non-finite: a failed or diverged run, ranked last),
+    ``kl`` (the probe KL, the tie-break) and ``score`` (the primitive score of ``value``, read by
+    the plateau guard alone)."""
+
+    candidate: Any
+    value: float | None
+    kl: float | None = None
+    score: float | None = None
+
+
+@dataclass
+class Verdict:
+    """What a comparison decides: the candidates that go on (best first), those stopped, those of
+    them stopped while the plateau guard held at the last comparison (``unsettled``: they could
+    still turn the verdict), and whether the guard held."""
+
+    go_on: list = field(default_factory=list)
+    stopped: list = field(default_factory=list)
+    unsettled: list = field(default_factory=list)
+    held: bool = False
+
+
+def keep_count(n: int, eta: float, last: bool) -> int:
+    """How many of ``n`` candidates a comparison keeps before ties and the guard: ``ceil(n / eta)``,
+    one at the last comparison."""
+    return 1 if last else math.ceil(n / eta)
+
+
+def rank(probes: list[Probe], metric: str) -> list:
+    """The candidates of ``probes``, best first by :func:`rank_key` (how the finalists are ranked)."""
+    return [p.candidate for p in sorted(probes, key=lambda p: rank_key(metric, p.value, p.kl))]
+
+
+def compare(probes: list[Probe], settings: Settings, last: bool) -> Verdict:
+    """The decision at a comparison of the candidates still in the search (``last``: the last
+    comparison before the end): the best :func:`keep_count` go on, with the ties and the plateau
+    guard of :func:`survivors` (ties within ``finalists`` of the leader at the last comparison).
+    Where the guard holds at the last comparison and the search does not ``settle``, the leader
+    alone goes on and the others kept are unsettled."""
+    ranked = sorted(probes, key=lambda p: rank_key(settings.metric, p.value, p.kl))
+    kept, held = survivors([(p.candidate, p.value, p.score) for p in ranked], keep_count(len(ranked), settings.eta, last),
+                           settings.guard, settings.keep_ties, settings.finalists if last else PLATEAU_SPREAD)
+    unsettled = []
+    if last and held and not settings.settle:  # the leader goes on; the others could not be ruled out
+        unsettled, kept = kept[1:], kept[:1]
+    return Verdict(kept, [p.candidate for p in ranked if p.candidate not in kept], unsettled, held)
 
 
 def cautions(spec, candidates: list[Compared], best: dict[str, Any], steps_at: list[int]) -> list[str]:

@@ -13,8 +13,8 @@ from windtunnel.sweep.config import SweepConfig, load_sweep
 from windtunnel.sweep.markdown import highest_realised
 from windtunnel.sweep.primitives import BUDGET, PRIMITIVES, REFERENCE
 from windtunnel.sweep.shape import ModelSets, model_pairs, pair_texts
-from windtunnel.sweep.tune_files import tune_name
 from windtunnel.train.config import load_profile, profile_tasks, tuned_train
+from windtunnel.tune.outputs import tune_name
 
 SCORECARD_FILE = "scorecard.json"
 
@@ -63,7 +63,7 @@ def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
     else the profile's own setting alone), MODEL capacity-matched to the transformer (trained
     beside it with ``train_reference``), ``seeds`` seeds, one primitive rule per rung
     (``transport``, ``transport@S2_O2``, ...), its runs decided early (``decide_early``).
-    ``tuned`` gives, per task and model, the settings :mod:`~windtunnel.sweep.tune` found (for
+    ``tuned`` gives, per task and model, the settings :mod:`~windtunnel.tune.search` found (for
     every rung of that task). MODEL's own overrides on each tunnel (its ``model_overrides``) are its
     shape (:func:`~windtunnel.sweep.shape.model_pairs`: a user's model takes the transformer's, and
     ``model_sets`` pins fields), then its tuned settings."""
@@ -134,7 +134,7 @@ def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str, out: 
     """``scorecard.json``: per primitive the model's and the transformer's score, interval and
     verdict at the profile's own rung (``primitives``, with ``tuning``: where each one's learning
     rate came from and the cautions of its search, :func:`tuning_of`; ``tuned`` is what
-    :func:`~windtunnel.sweep.scorecard.tune_scorecard` returned, ``overrides`` the scorecard's
+    :func:`~windtunnel.scorecard.score.tune_scorecard` returned, ``overrides`` the scorecard's
     ``--set``), every rung (``ladder``, easiest first; a rung the ladder search did not need,
     ``skipped``, is marked ``"needed": false``) and the highest rung each realises (``highest``);
     ``reference`` says where the transformer's results came from (``train``, ``shipped``, a folder,

@@ -1,23 +1,19 @@
-"""A sweep's folder: its name, its manifest (``sweep.json``), which runs are finished, and runs
-copied in from other folders (``--reuse``)."""
+"""A sweep's folder: its name and its manifest (``sweep.json``, the sweep config and the runs it
+lists). What is in a folder of runs (which are finished, runs copied in from other folders) is
+:mod:`windtunnel.engine.folders`'s."""
 
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError, Override, short_hash
 from windtunnel.files import atomic_write_text
-from windtunnel.interrupt import StopFlag
-from windtunnel.lock import LOCK_NAME
 from windtunnel.sweep.config import SweepConfig
-from windtunnel.sweep.execution import check_reuse
 from windtunnel.sweep.expand import SweepRun
 from windtunnel.train.config import RunConfig
-from windtunnel.train.rundir import RunDir
 
 MANIFEST = "sweep.json"
 
@@ -85,65 +81,9 @@ def read_manifest(out: Path | str) -> tuple[SweepConfig, list[SweepRun]]:
     return sweep, runs
 
 
-def is_finished(run_dir: Path, config: RunConfig, decided: bool = True) -> bool:
-    """The run has been evaluated after all of its training steps, or (``decided``) where an early
-    decision stopped it (:mod:`windtunnel.train.decide`); an ``eval.json`` that `windtunnel eval`
-    wrote for an interrupted run does not count, nor, without ``decided``, an early decision (a
-    sweep that does not decide early trains such a run on to its end)."""
-    try:
-        ev = RunDir(run_dir).eval()
-    except (OSError, ValueError):
-        return False
-    return ev is not None and (ev.get("steps", -1) >= config.train.steps or (decided and "decided" in ev))
-
-
 def unique_runs(runs: list[SweepRun]) -> list[SweepRun]:
     """One entry per run folder (a run shared by two experiments is trained once)."""
     first: dict[str, SweepRun] = {}
     for r in runs:
         first.setdefault(r.name, r)
     return list(first.values())
-
-
-def _same_run(src: Path, config: RunConfig) -> bool:
-    """``src`` holds the run of ``config`` (its ``config.json``), and no writer holds it."""
-    try:
-        found = RunConfig.build(json.loads((src / "config.json").read_text()), where=f"run {src}")
-    except (OSError, ValueError, ConfigError):
-        return False
-    return found == config and not (src / LOCK_NAME).exists()
-
-
-def reuse_runs(configs: Iterable[RunConfig], out: Path, sources: Iterable[Path | str],
-               log: Callable[[str], None] = print, stop: StopFlag | None = None) -> list[str]:
-    """Copy into ``out`` each run of ``configs`` that ``out`` does not hold at all and a folder of
-    ``sources`` holds, finished or paused at a resumable checkpoint (its folder under the same
-    name, its ``config.json`` the same config, no writer's lock in it; where several folders hold it, a
-    finished copy wins over a paused one, whatever their order); returns the names copied.
-    A run ``out`` already has is left as it is; the source's diagnoses are not copied (this
-    sweep's diagnose settings may differ); each copy lands under a temporary name and is renamed
-    into place, so an interrupted copy leaves no half run folder behind."""
-    sources = check_reuse(sources, out)
-    copied = []
-    for config in configs:
-        name = config.run_name()
-        dest = Path(out) / name
-        if dest.exists():
-            continue
-        found = [s / name for s in sources if _same_run(s / name, config)]
-        if not found:
-            continue
-        src = next((f for f in found if is_finished(f, config)), found[0])
-        if stop is not None:
-            stop.check()
-        tmp = Path(out) / f".{name}.reusing"
-        try:
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(f"{LOCK_NAME}*", "diagnostics*"))
-            tmp.rename(dest)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        copied.append(name)
-    if copied:
-        log(f"reused {len(copied)} run(s) (finished or paused) from {', '.join(str(s) for s in sources)}")
-    return copied
