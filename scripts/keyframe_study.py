@@ -65,6 +65,9 @@ REGIME_TRIALS = [
     ("lr1e-3", {"train.lr": 1e-3}, "lr 1e-3"),
     ("lr3e-4", {"train.lr": 3e-4}, "lr 3e-4 (the authors' production rate)"),
     ("warmup", {"train.warmup": 600}, "lr 3e-3 after a warm-up of half the 1x budget (600 steps)"),
+    # the initialisation that leaves the recall tunnel's lookup plateau (configs/quick/recall.json)
+    ("init-torch", {"model_params.init": "torch"}, "PyTorch's default initialisation"),
+    ("embed", {"model_params.embed_std": 1.0}, "the token embedding alone at N(0, 1)"),
 ]
 
 
@@ -109,7 +112,7 @@ CELLS = {
     "tinygpt-replacement": Cell("tinygpt", {"task_params.with_replacement": True}, "task",
                                 "tinygpt, keys drawn with replacement"),
     # the authors' production regime (keys with replacement), trained with what the field would
-    # try to leave a plateau: another rate, a long warm-up, a longer budget (issue 57)
+    # try to leave a plateau: another rate, a long warm-up, a longer budget, the initialisation (issue 57)
     **{f"{m}-replacement-{tag}": Cell(m, {"task_params.with_replacement": True, **ch}, "regime",
                                       f"{m}, keys drawn with replacement, {what}")
        for m in ("transformer", "tinygpt") for tag, ch, what in REGIME_TRIALS},

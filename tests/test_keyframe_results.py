@@ -144,3 +144,16 @@ def test_the_authors_code_numbers_come_from_their_runs(render_module):
             "provenance": {"command": "python scripts/keyframe_authors.py"}}
     fmt = [x for x in render_module.conclusions(groups, docs, [fake]) if x.startswith("- **The format.**")][0]
     assert "0.424 (centred 0.111" in fmt
+
+
+def test_a_run_that_falls_onto_the_plateau_from_above_has_not_left_it(render_module):
+    """A larger initial embedding starts a run higher (2.3 bits) and it falls onto the same 1.87-bit
+    plateau: a fall that ends on the plateau is not learning, a fall to a tenth is."""
+    assert not render_module.left_plateau([2.32, 2.0, 1.87])
+    assert not render_module.left_plateau([1.85, 1.86, 1.87])
+    assert render_module.left_plateau([1.07, 0.3, 0.043])
+    assert render_module.left_plateau([2.8, 0.5, 0.02])
+    # every run of the study with keys drawn with replacement is on its plateau, and no other is
+    for path in RESULTS.glob("*.json"):
+        doc = json.loads(path.read_text())
+        assert render_module.learned(doc) != doc["task_params"].get("with_replacement", False), path.name
