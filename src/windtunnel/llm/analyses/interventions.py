@@ -9,6 +9,7 @@ from windtunnel.llm import interventions as iv
 from windtunnel.llm import plots, report
 from windtunnel.llm import sula as S
 from windtunnel.llm.analyses.sula import label_ids, sula_capture
+from windtunnel.llm.capture import Keep
 from windtunnel.llm.session import Session
 
 
@@ -38,7 +39,7 @@ def interventions(sess: Session) -> dict:
     def run(cond: str, layers: list[int], seed: int):  # -> (capture, H_model, calibration)
         ops = iv.condition_ops(cond, layers, axes, ad.value_dim, seed, o.shift_sigma, o.random_axis_orthogonal)
         measured = list(range(min(layers), sess.L))
-        cap = sess.run(main.texts, value_layers=measured, label_ids=label_ids(sess, main.labels), residual=True,
+        cap = sess.run(main.texts, Keep(value_layers=measured, label_ids=label_ids(sess, main.labels), residual=True),
                        interventions=ops)
         _, h, _ = S.model_posterior(cap.label_probs)
         return cap, h, S.calibration(h, main.h_bayes, main.k)

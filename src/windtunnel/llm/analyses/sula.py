@@ -8,7 +8,7 @@ from windtunnel.analysis import Analysis
 from windtunnel.config import ConfigError
 from windtunnel.llm import plots, report
 from windtunnel.llm import sula as S
-from windtunnel.llm.capture import PromptCapture
+from windtunnel.llm.capture import Keep, PromptCapture
 from windtunnel.llm.session import Session, min_mean_max
 from windtunnel.llm.stats import pearson, single_threaded_blas
 from windtunnel.stats import pca_components, spearman
@@ -45,8 +45,8 @@ def sula_capture(sess: Session) -> tuple[dict, dict[str, PromptCapture]]:
             sets = {"main": sets["main"]}
         for name, s in sets.items():
             layers = list(range(sess.L)) if (all_layers and name == "main") else [sess.L - 1]
-            caps[name] = sess.run(s.texts, value_layers=layers, label_ids=label_ids(sess, s.labels),
-                                  residual=all_layers and name == "main")
+            caps[name] = sess.run(s.texts, Keep(value_layers=layers, label_ids=label_ids(sess, s.labels),
+                                                residual=all_layers and name == "main"))
         sess.captures["sula"] = caps  # type: ignore[assignment]
         sess.pools["sula_sets"] = sets
     return sess.pools["sula_sets"], sess.captures["sula"]  # type: ignore[return-value]
