@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from llm_tiny import FAMILIES, build_model
+from llm_tiny import FAMILIES, TinyShape, build_model
 
 from windtunnel.config import ConfigError
 from windtunnel.llm.capture import Batching, Keep, run_prompts
@@ -233,6 +233,24 @@ def test_extra_layers_model(tmp_path, tiny_tokenizer_dir):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
-    build_model("gpt_neox", tmp_path, len(tok), n_layers=5)
+    build_model("gpt_neox", tmp_path, len(tok), TinyShape.for_tests("gpt_neox", n_layers=5))
     tok.save_pretrained(tmp_path)
     assert load_model(str(tmp_path), build_options()).adapter.n_layers == 5
+
+
+def test_tiny_shape():
+    """The tests' shapes per family, and a comparison's TinySpec read into the same shape."""
+    assert TinyShape.for_tests("gpt_neox") == TinyShape()
+    assert TinyShape.for_tests("mistral", n_layers=5) == TinyShape(n_layers=5, n_kv_heads=2, sliding_window=8)
+    spec = {"family": "llama", "n_layers": 4, "d_model": 64, "n_heads": 4, "n_kv_heads": None,
+            "sliding_window": None, "seed": 3}
+    assert TinyShape.of_spec(spec) == TinyShape(n_layers=4, d_model=64, n_heads=4, seed=3)
+    assert TinyShape.of_spec({**spec, "n_kv_heads": 2}).n_kv_heads == 2
+
+
+def test_tiny_model_of_a_shape(tmp_path):
+    """A shape's sizes and grouped-query heads reach the saved model's config."""
+    pytest.importorskip("transformers")
+    model = build_model("llama", tmp_path, 50, TinyShape(n_layers=2, d_model=16, n_heads=4, n_kv_heads=1, seed=1))
+    cfg = model.config
+    assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads) == (2, 16, 4, 1)
