@@ -28,8 +28,8 @@ def _sula_sets(sess: Session) -> dict:
         # labels must not be carrier words (the CVC sweep would otherwise offer e.g. 'bad')
         four = S.single_token_labels(tok, o.sula_label_candidates, 4, exclude=set(CARRIER_WORDS))
         main, remap = tuple(four[:2]), tuple(four[2:])
-    sets = S.generate(o.sula_ks, o.sula_n_per_k, o.sula_alpha, main, o.seed, o.sula_controls, remap, o.mask_token)
-    return sets
+    return S.generate(S.Draws(o.sula_ks, o.sula_n_per_k, o.sula_alpha, o.seed), S.Wording(main, remap, o.mask_token),
+                      o.sula_controls)
 
 
 def label_ids(sess: Session, names) -> list[int]:
