@@ -30,7 +30,7 @@ def test_cut_changes_outputs_and_removes_the_axis(lms, family):
     keep = Keep(value_layers=[0, 1, 2], label_ids=[5, 6])
     base = run_prompts(lm, PROMPTS, keep)
     axes = _axes(lm, base)
-    ops = iv.condition_ops("true_cut", [1], axes, lm.adapter.value_dim, 0, 1.0, False)
+    ops = iv.condition_ops("true_cut", [1], iv.Axes(axes, lm.adapter.value_dim), 0)
     cut = run_prompts(lm, PROMPTS, keep, interventions=ops)
     assert np.allclose(cut.values[0], base.values[0])  # upstream untouched
     assert np.abs(cut.values[1] @ axes[1].u).max() < 1e-4  # the cut layer has no component on u
