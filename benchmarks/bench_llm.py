@@ -60,7 +60,7 @@ def worker(path: str, n: int, batch: int, mode: str, threads: int) -> dict:
     import torch
 
     torch.set_num_threads(threads)
-    from windtunnel.llm.capture import run_prompts
+    from windtunnel.llm.capture import Batching, Keep, run_prompts
     from windtunnel.llm.config import build_options
     from windtunnel.llm.loading import load_model
     from windtunnel.llm.prompts import load_pool
@@ -69,11 +69,11 @@ def worker(path: str, n: int, batch: int, mode: str, threads: int) -> dict:
     texts = [p["text"] for p in load_pool("mixed")["prompts"]]
     prompts = (texts * (n // len(texts) + 1))[:n]
     L = lm.adapter.n_layers
-    run_prompts(lm, prompts[:batch], value_layers=range(L), batch_size=batch)  # warm-up
+    run_prompts(lm, prompts[:batch], Keep(value_layers=range(L)), Batching(batch_size=batch))  # warm-up
     before = rss_mib()
     t = time.perf_counter()
     if mode == "bounded":
-        run_prompts(lm, prompts, value_layers=range(L), key_layers=range(L), attention=True, batch_size=batch)
+        run_prompts(lm, prompts, Keep(value_layers=range(L), key_layers=range(L), attention=True), Batching(batch_size=batch))
     else:  # naive: keep every layer's full attention, hidden states and logits for every prompt
         kept = []
         tok = lm.tokenizer

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from llm_tiny import FAMILIES, build_model
+from llm_tiny import FAMILIES, TinyShape, build_model
 
 from windtunnel.config import ConfigError
-from windtunnel.llm.capture import run_prompts
+from windtunnel.llm.capture import Batching, Keep, run_prompts
 from windtunnel.llm.config import build_options
 from windtunnel.llm.loading import load_model
 
@@ -35,7 +35,7 @@ def test_adapter_and_shapes(loaded, family):
     assert ad.key_weight(0).shape == (n_kv, 8, 32)
     assert lm.info["attn_implementation"] == "eager" and lm.tokenizer.padding_side == "left"
     assert (ad.sliding_window == 8) == (family == "mistral")
-    cap = run_prompts(lm, PROMPTS, value_layers=[0, 2], key_layers=[1], attention=True, label_ids=[5, 6])
+    cap = run_prompts(lm, PROMPTS, Keep(value_layers=[0, 2], key_layers=[1], attention=True, label_ids=[5, 6]))
     assert cap.values[2].shape == (4, n_kv * 8) and cap.keys[1].shape == (4, n_kv * 8)
     assert cap.attn_entropy.shape == (4, 3, 4)  # attention per *query* head
     assert cap.label_probs.shape == (4, 2) and cap.next_entropy.shape == (4,)
@@ -109,7 +109,7 @@ def test_attention_entropy_matches_a_hand_computation(loaded, family):
     ad = lm.adapter
     text = PROMPTS[3]
     rec = _full_pass(lm, family, text)
-    cap = run_prompts(lm, [text], attention=True)
+    cap = run_prompts(lm, [text], Keep(attention=True))
     T = rec["w"].shape[-1]
     for h in range(ad.n_heads):
         row = rec["w"][0, h, -1].double().tolist()
@@ -127,7 +127,7 @@ def test_all_positions_entropy_is_the_mean_over_real_rows(loaded):
     rec = _full_pass(lm, "llama", PROMPTS[0])
     w = rec["w"][0].double()  # (H, T, T)
     rows = -(w * torch.where(w > 0, w.log2(), torch.zeros_like(w))).sum(-1)  # (H, T)
-    cap = run_prompts(lm, [PROMPTS[0], PROMPTS[2]], attention=True, attention_positions="all")
+    cap = run_prompts(lm, [PROMPTS[0], PROMPTS[2]], Keep(attention=True, attention_positions="all"))
     assert np.allclose(cap.attn_entropy[0, 0], rows.mean(-1).numpy(), atol=1e-9)
     T = w.shape[-1]
     norm = (rows[:, 1:] / torch.log2(torch.arange(2, T + 1, dtype=torch.float64))).mean(-1)
@@ -137,10 +137,10 @@ def test_all_positions_entropy_is_the_mean_over_real_rows(loaded):
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_left_padded_batches_equal_single_prompts(loaded, family):
     lm = loaded[family]
-    kw = dict(value_layers=[0, 2], key_layers=[2], attention=True, label_ids=[5, 6], residual=True)
-    batch = run_prompts(lm, PROMPTS, batch_size=4, **kw)
+    keep = Keep(value_layers=[0, 2], key_layers=[2], attention=True, label_ids=[5, 6], residual=True)
+    batch = run_prompts(lm, PROMPTS, keep, Batching(batch_size=4))
     for i, p in enumerate(PROMPTS):
-        one = run_prompts(lm, [p], **kw)
+        one = run_prompts(lm, [p], keep)
         assert np.allclose(batch.values[2][i], one.values[2][0], atol=1e-5)
         assert np.allclose(batch.keys[2][i], one.keys[2][0], atol=1e-5)
         assert np.allclose(batch.attn_entropy[i], one.attn_entropy[0], atol=1e-5)
@@ -167,7 +167,7 @@ def test_capture_keeps_only_last_position_and_removes_hooks(loaded):
     model.forward = spy
     try:
         long = " ".join(["happy"] * 120)
-        cap = run_prompts(lm, [long, "a"], value_layers=[0, 1, 2], key_layers=[0], attention=True, residual=True)
+        cap = run_prompts(lm, [long, "a"], Keep(value_layers=[0, 1, 2], key_layers=[0], attention=True, residual=True))
     finally:
         del model.forward
     assert seen["logits_to_keep"] == 1 and seen["logits_shape"][1] == 1 and seen["use_cache"] is False
@@ -178,16 +178,16 @@ def test_capture_keeps_only_last_position_and_removes_hooks(loaded):
 
 def test_truncation_and_bos(loaded):
     lm = loaded["llama"]
-    cap = run_prompts(lm, [" ".join(["calm"] * 50)], max_tokens=10, add_bos="always")
+    cap = run_prompts(lm, [" ".join(["calm"] * 50)], batching=Batching(max_tokens=10, add_bos="always"))
     assert cap.lengths[0] == 10 and cap.bos_added[0]
-    cap = run_prompts(lm, ["calm"], add_bos="never")
+    cap = run_prompts(lm, ["calm"], batching=Batching(add_bos="never"))
     assert not cap.bos_added[0]
 
 
 def test_layer_indices_are_checked(loaded):
     lm = loaded["llama"]
     with pytest.raises(ConfigError, match="0 <= layer <= 2"):
-        run_prompts(lm, ["a"], value_layers=[3])
+        run_prompts(lm, ["a"], Keep(value_layers=[3]))
     with pytest.raises(ConfigError, match="0 <= layer <= 2"):
         run_prompts(lm, ["a"], interventions={-1: lambda v: v})
 
@@ -233,6 +233,24 @@ def test_extra_layers_model(tmp_path, tiny_tokenizer_dir):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
-    build_model("gpt_neox", tmp_path, len(tok), n_layers=5)
+    build_model("gpt_neox", tmp_path, len(tok), TinyShape.for_tests("gpt_neox", n_layers=5))
     tok.save_pretrained(tmp_path)
     assert load_model(str(tmp_path), build_options()).adapter.n_layers == 5
+
+
+def test_tiny_shape():
+    """The tests' shapes per family, and a comparison's TinySpec read into the same shape."""
+    assert TinyShape.for_tests("gpt_neox") == TinyShape()
+    assert TinyShape.for_tests("mistral", n_layers=5) == TinyShape(n_layers=5, n_kv_heads=2, sliding_window=8)
+    spec = {"family": "llama", "n_layers": 4, "d_model": 64, "n_heads": 4, "n_kv_heads": None,
+            "sliding_window": None, "seed": 3}
+    assert TinyShape.of_spec(spec) == TinyShape(n_layers=4, d_model=64, n_heads=4, seed=3)
+    assert TinyShape.of_spec({**spec, "n_kv_heads": 2}).n_kv_heads == 2
+
+
+def test_tiny_model_of_a_shape(tmp_path):
+    """A shape's sizes and grouped-query heads reach the saved model's config."""
+    pytest.importorskip("transformers")
+    model = build_model("llama", tmp_path, 50, TinyShape(n_layers=2, d_model=16, n_heads=4, n_kv_heads=1, seed=1))
+    cfg = model.config
+    assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads) == (2, 16, 4, 1)

@@ -192,6 +192,21 @@ def test_memory_is_estimated_before_loading_and_a_model_that_does_not_fit_is_ref
     assert (tmp_path / "unchecked" / "llm.json").is_file()
 
 
+
+def test_memory_estimate_of_a_workload():
+    """The estimate's parts from a Workload: a second copy, a GGUF load's float32 copy, the activations."""
+    from types import SimpleNamespace
+
+    from windtunnel.llm.memory import Workload, estimate
+
+    cfg = SimpleNamespace(num_attention_heads=4, hidden_size=32)
+    est = estimate(cfg, 1000, "bfloat16", Workload(gguf=True, second_copy=True, batch_size=2, max_tokens=8))
+    activations = 2 * 4 * 8 ** 2 * 4 + 2 * 8 * 32 * 4 * 8
+    assert est == {"n_parameters": 1000, "dtype": "bfloat16", "weights": 2000, "second_copy": 2000, "load_extra": 4000,
+                   "activations": activations, "total": 4000 + 4000 + activations}
+    plain = estimate(cfg, 1000, "float32", Workload(gguf=False, second_copy=False, batch_size=2, max_tokens=8))
+    assert plain["total"] == 4000 + activations and plain["second_copy"] == plain["load_extra"] == 0
+
 def test_shipped_configs(tmp_path):
     names = {m.name: m for m in plan(load_config("paper3"), tmp_path)[1]}
     assert list(names) == ["pythia-410m", "pythia-12b", "phi-2", "Llama-3.2-1B", "Mistral-7B-v0.1",

@@ -11,7 +11,7 @@ from windtunnel.config import ConfigError
 from windtunnel.llm import LLM_ANALYSES, build_options
 from windtunnel.llm.prompts import load_pool, stratified_select
 from windtunnel.llm.run import resolve_analyses
-from windtunnel.llm.stats import pca_null, pca_ratios, pca_report
+from windtunnel.llm.stats import Resampling, pca_null, pca_ratios, pca_report
 
 
 def test_analyses_list():
@@ -119,7 +119,7 @@ def test_pca_report_and_nulls():
     rng = np.random.default_rng(0)
     h = rng.uniform(0, 4, 75)
     x = h[:, None] * rng.normal(size=200) + 0.3 * rng.normal(size=(75, 200))  # a 1-D manifold ordered by h
-    rep = pca_report(x, h, True, 100, 0, 30)
+    rep = pca_report(x, h, True, Resampling(n_boot=100, n_null=30, seed=0))
     assert rep["pc1"] > 0.7 and abs(rep["spearman_pc1_entropy"]) > 0.95
     assert rep["pc1_ci"][0] <= rep["pc1_boot_mean"] <= rep["pc1_ci"][1]
     g = rep["null"]["gaussian"]

@@ -7,7 +7,7 @@ import torch
 
 from windtunnel.config import ConfigError
 from windtunnel.llm import interventions as iv
-from windtunnel.llm.capture import run_prompts
+from windtunnel.llm.capture import Keep, run_prompts
 from windtunnel.llm.config import build_options
 from windtunnel.llm.loading import load_model
 
@@ -27,16 +27,17 @@ def _axes(lm, cap):
 @pytest.mark.parametrize("family", ["gpt_neox", "llama"])
 def test_cut_changes_outputs_and_removes_the_axis(lms, family):
     lm = lms[family]
-    base = run_prompts(lm, PROMPTS, value_layers=[0, 1, 2], label_ids=[5, 6])
+    keep = Keep(value_layers=[0, 1, 2], label_ids=[5, 6])
+    base = run_prompts(lm, PROMPTS, keep)
     axes = _axes(lm, base)
-    ops = iv.condition_ops("true_cut", [1], axes, lm.adapter.value_dim, 0, 1.0, False)
-    cut = run_prompts(lm, PROMPTS, value_layers=[0, 1, 2], label_ids=[5, 6], interventions=ops)
+    ops = iv.condition_ops("true_cut", [1], iv.Axes(axes, lm.adapter.value_dim), 0)
+    cut = run_prompts(lm, PROMPTS, keep, interventions=ops)
     assert np.allclose(cut.values[0], base.values[0])  # upstream untouched
     assert np.abs(cut.values[1] @ axes[1].u).max() < 1e-4  # the cut layer has no component on u
     assert not np.allclose(cut.values[2], base.values[2], atol=1e-6)  # downstream changed
     assert not np.allclose(cut.label_probs, base.label_probs, rtol=1e-6, atol=0)  # the output changed
     # the hook is gone afterwards: a plain run equals the baseline again
-    again = run_prompts(lm, PROMPTS, value_layers=[2], label_ids=[5, 6])
+    again = run_prompts(lm, PROMPTS, Keep(value_layers=[2], label_ids=[5, 6]))
     assert np.allclose(again.label_probs, base.label_probs, rtol=1e-6)
 
 

@@ -20,7 +20,7 @@ def _counts(text, labels=LABELS):
 
 @pytest.fixture(scope="module")
 def sets():
-    return S.generate([0, 1, 2, 4, 8], 50, 0.9, LABELS, seed=42, controls=S_CONTROLS, remap_labels=("mip", "zorb"))
+    return S.generate(S.Draws([0, 1, 2, 4, 8], 50, 0.9, seed=42), S.Wording(LABELS, ("mip", "zorb")), S_CONTROLS)
 
 
 S_CONTROLS = ("lexical_remap", "shuffled", "ablation_labels", "ablation_carriers")
@@ -68,9 +68,9 @@ def test_expected_bayes_entropy_by_k():
 
 
 def test_generation_is_seeded(sets):
-    again = S.generate([0, 1, 2, 4, 8], 50, 0.9, LABELS, seed=42)
+    again = S.generate(S.Draws([0, 1, 2, 4, 8], 50, 0.9, seed=42), S.Wording(LABELS))
     assert again["main"].texts == sets["main"].texts
-    assert S.generate([0, 1, 2, 4, 8], 50, 0.9, LABELS, seed=1)["main"].texts != sets["main"].texts
+    assert S.generate(S.Draws([0, 1, 2, 4, 8], 50, 0.9, seed=1), S.Wording(LABELS))["main"].texts != sets["main"].texts
 
 
 def test_controls(sets):

@@ -1,5 +1,6 @@
 """Batched forward passes that keep only what the analyses need, at the last position.
 
+What a pass keeps is a :class:`Keep`; how the prompts are fed, a :class:`Batching`.
 Prompts are tokenised one by one (so the run controls BOS and truncation exactly), sorted by
 length, left padded into batches and run with ``use_cache=False``. Forward hooks read:
 
@@ -32,6 +33,31 @@ from windtunnel.infotheory import entropy_bits
 from windtunnel.llm.loading import LoadedModel
 
 ValueFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Keep:
+    """What one pass keeps besides every prompt's next-token entropy: the values and the keys at
+    these layers, the attention statistics (read at the final query, or averaged over ``all``
+    queries: ``attention_positions``), the probabilities of these label tokens, and the final
+    decoder layer's output (``residual``)."""
+
+    value_layers: Sequence[int] = ()
+    key_layers: Sequence[int] = ()
+    attention: bool = False
+    attention_positions: str = "final"
+    label_ids: Sequence[int] | None = None
+    residual: bool = False
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How the prompts are fed: BOS per ``add_bos`` (auto = the tokenizer's default, always,
+    never), each cut to its last ``max_tokens`` tokens, ``batch_size`` prompts a forward pass."""
+
+    batch_size: int = 16
+    add_bos: str = "auto"
+    max_tokens: int = 256
 
 
 @dataclass
@@ -133,20 +159,18 @@ class _Recorder:
     """The arrays one pass fills (one row per prompt) and the forward hooks that fill them with
     the rows of the batch in flight (:meth:`start_batch`)."""
 
-    def __init__(self, lm: LoadedModel, n: int, value_layers: Sequence[int], key_layers: Sequence[int],
-                 attention: bool, attention_positions: str, label_ids: Sequence[int] | None, residual: bool,
-                 interventions: dict[int, ValueFn]):
+    def __init__(self, lm: LoadedModel, n: int, keep: Keep, interventions: dict[int, ValueFn]):
         ad = self.ad = lm.adapter
-        self.values = {int(i): np.zeros((n, ad.value_dim), np.float32) for i in value_layers}
-        self.keys = {int(i): np.zeros((n, ad.value_dim), np.float32) for i in key_layers}
+        self.keep = keep
+        self.values = {int(i): np.zeros((n, ad.value_dim), np.float32) for i in keep.value_layers}
+        self.keys = {int(i): np.zeros((n, ad.value_dim), np.float32) for i in keep.key_layers}
         L, H = ad.n_layers, ad.n_heads
-        self.ent = np.zeros((n, L, H)) if attention else None
-        self.ent_norm = np.zeros((n, L, H)) if attention else None
-        self.sink = np.zeros((n, L, H)) if attention else None
+        self.ent = np.zeros((n, L, H)) if keep.attention else None
+        self.ent_norm = np.zeros((n, L, H)) if keep.attention else None
+        self.sink = np.zeros((n, L, H)) if keep.attention else None
         self.next_entropy = np.zeros(n)
-        self.label_probs = np.zeros((n, len(label_ids))) if label_ids is not None else None
-        self.residual = np.zeros((n, ad.d_model), np.float32) if residual else None
-        self.attention_positions = attention_positions
+        self.label_probs = np.zeros((n, len(keep.label_ids))) if keep.label_ids is not None else None
+        self.residual = np.zeros((n, ad.d_model), np.float32) if keep.residual else None
         self.interventions = interventions
         self.rows: torch.Tensor | None = None
         self.first: torch.Tensor | None = None
@@ -183,7 +207,7 @@ class _Recorder:
                 self.missing = type(mod).__name__  # older transformers: only with output_attentions=True
                 return
             first, real = self.first.to(w.device), self.real.to(w.device)  # device_map: any device
-            h, norm, sink = attention_stats(w, first, real, self.ad.sliding_window, self.attention_positions)
+            h, norm, sink = attention_stats(w, first, real, self.ad.sliding_window, self.keep.attention_positions)
             self.ent[self.rows, i] = h.cpu().numpy()
             self.ent_norm[self.rows, i] = norm.cpu().numpy()
             self.sink[self.rows, i] = sink.cpu().numpy()
@@ -193,7 +217,7 @@ class _Recorder:
         hs = out[0] if isinstance(out, tuple) else out
         self.residual[self.rows] = hs[:, -1].float().cpu().numpy()
 
-    def install(self, attention: bool) -> list:
+    def install(self) -> list:
         """Register every hook this pass needs; returns the handles (remove them when done)."""
         ad = self.ad
         hooks = []
@@ -201,7 +225,7 @@ class _Recorder:
             hooks.append(ad.value_module(i).register_forward_hook(self.value_hook(i)))
             if ad.key_module(i) is not ad.value_module(i) and i in self.keys:
                 hooks.append(ad.key_module(i).register_forward_hook(self.key_hook(i)))
-        if attention:
+        if self.keep.attention:
             for i in range(ad.n_layers):
                 hooks.append(ad.attention(i).register_forward_hook(self.attn_hook(i)))
         if self.residual is not None:
@@ -222,8 +246,7 @@ def _left_padded(ids: list[list[int]], lengths: np.ndarray, rows: np.ndarray, pa
     return inp, mask
 
 
-def _forward_all(lm: LoadedModel, ids: list[list[int]], lengths: np.ndarray, rec: _Recorder, attention: bool,
-                 label_ids: Sequence[int] | None, batch_size: int) -> None:
+def _forward_all(lm: LoadedModel, ids: list[list[int]], lengths: np.ndarray, rec: _Recorder, batch_size: int) -> None:
     """Run every prompt through the model, longest first in batches, with ``rec``'s hooks
     installed; the next-token entropy (and label probabilities) at the last position into ``rec``."""
     model = lm.model
@@ -233,9 +256,10 @@ def _forward_all(lm: LoadedModel, ids: list[list[int]], lengths: np.ndarray, rec
     if _accepts(model, "logits_to_keep"):
         kw["logits_to_keep"] = 1
     pos_ok = _accepts(model, "position_ids")
+    attention, label_ids = rec.keep.attention, rec.keep.label_ids
     label_t = torch.tensor(list(label_ids), device="cpu") if label_ids is not None else None
     order = np.argsort(-lengths, kind="stable")  # longest first: less padding, memory peak early
-    hooks = rec.install(attention)
+    hooks = rec.install()
     try:
         with torch.inference_mode():
             for start in range(0, len(ids), batch_size):
@@ -266,30 +290,17 @@ def _forward_all(lm: LoadedModel, ids: list[list[int]], lengths: np.ndarray, rec
             h.remove()
 
 
-def run_prompts(
-    lm: LoadedModel,
-    prompts: Sequence[str],
-    *,
-    value_layers: Sequence[int] = (),
-    key_layers: Sequence[int] = (),
-    attention: bool = False,
-    attention_positions: str = "final",
-    label_ids: Sequence[int] | None = None,
-    residual: bool = False,
-    interventions: dict[int, ValueFn] | None = None,
-    batch_size: int = 16,
-    add_bos: str = "auto",
-    max_tokens: int = 256,
-) -> PromptCapture:
-    """One batched pass over ``prompts``; see the module docstring for what is kept."""
+def run_prompts(lm: LoadedModel, prompts: Sequence[str], keep: Keep = Keep(), batching: Batching = Batching(), *,
+                interventions: dict[int, ValueFn] | None = None) -> PromptCapture:
+    """One batched pass over ``prompts`` keeping what ``keep`` says, fed as ``batching`` says,
+    with ``interventions`` ({layer: function of the values}) applied; see the module docstring."""
     interventions = interventions or {}
-    _check_layers(lm.adapter, value_layers, key_layers, list(interventions))
-    ids, bos_added = encode(lm, prompts, add_bos, max_tokens)
+    _check_layers(lm.adapter, keep.value_layers, keep.key_layers, list(interventions))
+    ids, bos_added = encode(lm, prompts, batching.add_bos, batching.max_tokens)
     lengths = np.array([len(x) for x in ids])
-    rec = _Recorder(lm, len(ids), value_layers, key_layers, attention, attention_positions, label_ids, residual,
-                    interventions)
-    _forward_all(lm, ids, lengths, rec, attention, label_ids, batch_size)
+    rec = _Recorder(lm, len(ids), keep, interventions)
+    _forward_all(lm, ids, lengths, rec, batching.batch_size)
     return PromptCapture(n=len(ids), lengths=lengths, bos_added=np.array(bos_added), next_entropy=rec.next_entropy,
                          values=rec.values, keys=rec.keys, attn_entropy=rec.ent, attn_entropy_norm=rec.ent_norm,
                          sink_mass=rec.sink, label_probs=rec.label_probs, residual=rec.residual,
-                         attention_positions=attention_positions)
+                         attention_positions=keep.attention_positions)

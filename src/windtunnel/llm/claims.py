@@ -39,15 +39,16 @@ calibrated model), **not measured** (the analysis did not run). Per claim:
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 import numpy as np
 
+from windtunnel.llm.claim_intervals import SEED, difference, paired_units, sula_differences
 from windtunnel.llm.config import Thresholds
 from windtunnel.llm.headline import get, headline
-from windtunnel.llm.sula import within_k
 from windtunnel.tables import f, pct
 
 #: the paper's "PC1+PC2 ~ 70-95%" after domain restriction: its lower end
@@ -60,8 +61,6 @@ GEOMETRY_DROP = 0.10
 CALIBRATION_TOLERANCE = 0.02
 #: the random-cut quantile the true cut must fall below
 RANDOM_AXIS_QUANTILE = 0.05
-#: seed of the pooling and pairing of bootstrap replicates
-SEED = 0
 
 VERDICTS = ("holds", "partly", "does not hold", "not testable", "not measured")
 CLAIMS = ("value_manifold", "key_orthogonality", "focusing", "domain_restriction", "sula", "entropy_axis")
@@ -90,46 +89,6 @@ def paper_text(value: Any, share: bool = True) -> str:
     return "-".join(fmt(v) for v in value) if isinstance(value, list) else fmt(value)
 
 
-# --- intervals ---------------------------------------------------------------------------------
-
-def _q(x: np.ndarray) -> list[float]:
-    return [float(np.quantile(x, 0.025)), float(np.quantile(x, 0.975))]
-
-
-def difference(trained: list[float], controls: list[list[float]], seed: int = SEED) -> list[float] | None:
-    """95% interval of trained - control from bootstrap replicates drawn independently: the
-    trained replicates in a seeded order against replicates pooled over the controls (one control
-    after another, each in its own seeded order), so that the controls' spread joins the interval."""
-    a = np.asarray([np.nan if v is None else v for v in trained or []], dtype=float)
-    cs = [np.asarray([np.nan if v is None else v for v in c], dtype=float) for c in controls if c]
-    if a.size == 0 or not cs:
-        return None
-    rng = np.random.default_rng(seed)
-    n = min(a.size, min(c.size for c in cs))
-    pooled = np.stack([c[rng.permutation(c.size)[:n]] for c in cs], 1).reshape(-1)  # c0 c1 .. c0 c1 ..
-    d = a[rng.permutation(a.size)[:n]] - pooled[rng.permutation(pooled.size)[:n]]
-    d = d[np.isfinite(d)]
-    return _q(d) if d.size else None
-
-
-def paired_units(trained: np.ndarray, control: np.ndarray, n_boot: int, seed: int = SEED) -> list[float]:
-    """95% bootstrap interval of the mean of ``trained - control`` over paired units (resampled whole)."""
-    d = np.asarray(trained, dtype=float) - np.asarray(control, dtype=float)
-    rng = np.random.default_rng(seed)
-    return _q(d[rng.integers(0, d.size, (n_boot, d.size))].mean(1))
-
-
-def _separation(main: np.ndarray, mk: np.ndarray, other: np.ndarray, ok: np.ndarray) -> float:
-    """Mean over k > 0 of (mean main - mean other at that k) / the pooled SD at that k."""
-    vals = []
-    for k in np.unique(mk[mk > 0]):
-        a, b = main[mk == k], other[ok == k]
-        sd = np.concatenate([a, b]).std()
-        if a.size and b.size and sd > 0:
-            vals.append((a.mean() - b.mean()) / sd)
-    return float(np.mean(vals)) if vals else float("nan")
-
-
 # --- the two parts and the verdict ---------------------------------------------------------------
 
 def _verdict(beaten: bool | None, criterion: bool | None, why: str | None = None) -> str:
@@ -138,20 +97,33 @@ def _verdict(beaten: bool | None, criterion: bool | None, why: str | None = None
     return "holds" if beaten and criterion else "partly" if beaten else "does not hold"
 
 
-def _claim(name: str, beaten, criterion, measured: str, control: str, paper: str = "-", rests_on: str = "-",
-           why: str | None = None, verdict: str | None = None, **numbers) -> dict[str, Any]:
-    return {"claim": name, "verdict": verdict or _verdict(beaten, criterion, why), "control_beaten": beaten,
-            "criterion_met": criterion, "measured": measured, "control": control, "rests_on": rests_on,
-            "reason": why, "paper": paper, **numbers}
+@dataclass(frozen=True)
+class _Reading:
+    """What a claim measured before its control is read: the claim, the measurement in words,
+    whether the paper's criterion is met, and the paper's value."""
+
+    name: str
+    measured: str = "-"
+    criterion: bool | None = None
+    paper: str = "-"
+
+    def claim(self, beaten: bool | None, control: str = "-", rests_on: str = "-", why: str | None = None,
+              **numbers) -> dict[str, Any]:
+        """The claim's record: its verdict from ``beaten`` and the criterion, or not testable ``why``."""
+        return {"claim": self.name, "verdict": _verdict(beaten, self.criterion, why), "control_beaten": beaten,
+                "criterion_met": self.criterion, "measured": self.measured, "control": control,
+                "rests_on": rests_on, "reason": why, "paper": self.paper, **numbers}
+
+    def untestable(self, why: str, rests_on: str = "-") -> dict[str, Any]:
+        return self.claim(None, rests_on=rests_on, why=why)
+
+    def no_control(self) -> dict[str, Any]:
+        return self.untestable("no control: the model was run with control off (the model at initialisation is "
+                               "its reference)")
 
 
 def _not_measured(name: str) -> dict[str, Any]:
-    return _claim(name, None, None, "-", "-", verdict="not measured")
-
-
-def _no_control(name: str, criterion, measured: str, paper: str) -> dict[str, Any]:
-    return _claim(name, None, criterion, measured, "-", paper,
-                  why="no control: the model was run with control off (the model at initialisation is its reference)")
+    return {**_Reading(name).claim(None), "verdict": "not measured"}
 
 
 def control_description(controls: list[dict]) -> str:
@@ -165,6 +137,31 @@ def control_description(controls: list[dict]) -> str:
     return f"re-initialised from its config ({len(seeds)} seed{'s' if len(seeds) > 1 else ''}: {', '.join(map(str, seeds))})"
 
 
+@dataclass(frozen=True)
+class _Judging:
+    """One model's ``llm.json`` (``doc``; its :func:`~windtunnel.llm.headline.headline` ``row``)
+    and its controls' (``c_rows``), with what every rule reads beside them: the run's criteria, the
+    paper's values, the control the verdicts rest on (``on``), the bootstrap size and the thresholds
+    (the smallest differences that count)."""
+
+    doc: dict
+    controls: list[dict]
+    row: dict
+    c_rows: list[dict]
+    criteria: dict
+    paper: dict
+    on: str
+    n_boot: int
+    thresholds: dict[str, Any]
+
+    @classmethod
+    def of(cls, doc: dict, controls: list[dict]) -> _Judging:
+        options = doc.get("options", {})
+        return cls(doc, controls, headline(doc), [headline(c) for c in controls], doc.get("criteria", {}),
+                   paper_entry(doc["model"]["name"]) or {}, control_description(controls),
+                   options.get("n_bootstrap", 1000), {**Thresholds().model_dump(), **options.get("thresholds", {})})
+
+
 def _boot(doc: dict, which: str, key: str) -> list[float] | None:
     r = doc.get("results", {})
     vm = r.get("value_manifold") if which == "mixed" else get(r, "domain_restriction", "math")
@@ -173,65 +170,64 @@ def _boot(doc: dict, which: str, key: str) -> list[float] | None:
     return get(vm, "final_bootstrap", key)
 
 
-def _value_manifold(doc, row, controls, c_rows, crit, paper, on, margin) -> dict[str, Any]:
+def _value_manifold(j: _Judging) -> dict[str, Any]:
+    row, margin = j.row, j.thresholds["control_share"]
     if row["mixed_pc1_pc2"] is None:
         return _not_measured("value_manifold")
-    measured = (f"PC1 {pct(row['mixed_pc1'])}, PC1+PC2 {pct(row['mixed_pc1_pc2'])} "
-                f"(bootstrap mean {pct(row['mixed_pc1_pc2_boot'])})")
-    criterion = get(crit, "value_manifold", "pass")
-    p = paper_text(paper.get("mixed_pc1_pc2"))
-    if not controls:
-        return _no_control("value_manifold", criterion, measured, p)
-    ci1 = difference(_boot(doc, "mixed", "pc1"), [_boot(c, "mixed", "pc1") for c in controls])
-    ci12 = difference(_boot(doc, "mixed", "pc1_pc2"), [_boot(c, "mixed", "pc1_pc2") for c in controls])
+    r = _Reading("value_manifold", f"PC1 {pct(row['mixed_pc1'])}, PC1+PC2 {pct(row['mixed_pc1_pc2'])} "
+                                   f"(bootstrap mean {pct(row['mixed_pc1_pc2_boot'])})",
+                 get(j.criteria, "value_manifold", "pass"), paper_text(j.paper.get("mixed_pc1_pc2")))
+    if not j.controls:
+        return r.no_control()
+    ci1 = difference(_boot(j.doc, "mixed", "pc1"), [_boot(c, "mixed", "pc1") for c in j.controls])
+    ci12 = difference(_boot(j.doc, "mixed", "pc1_pc2"), [_boot(c, "mixed", "pc1_pc2") for c in j.controls])
     if ci1 is None or ci12 is None:
-        return _claim("value_manifold", None, criterion, measured, "-", p, on, why="no bootstrap replicates recorded")
+        return r.untestable("no bootstrap replicates recorded", j.on)
     beaten = ci1[0] > margin and ci12[0] > margin
-    text = (f"control PC1+PC2 {pct(np.mean([r['mixed_pc1_pc2'] for r in c_rows]))}; trained - control: PC1 "
+    text = (f"control PC1+PC2 {pct(np.mean([c['mixed_pc1_pc2'] for c in j.c_rows]))}; trained - control: PC1 "
             f"[{pct(ci1[0])}, {pct(ci1[1])}], PC1+PC2 [{pct(ci12[0])}, {pct(ci12[1])}]")
-    return _claim("value_manifold", beaten, criterion, measured, text, p, on, diff_pc1_ci=ci1, diff_pc1_pc2_ci=ci12)
+    return r.claim(beaten, text, j.on, diff_pc1_ci=ci1, diff_pc1_pc2_ci=ci12)
 
 
-def _key_orthogonality(doc, row, controls, crit, paper, on, n_boot, margin) -> dict[str, Any]:
+def _key_orthogonality(j: _Judging) -> dict[str, Any]:
+    row = j.row
     if row["key_orth_mean"] is None:
         return _not_measured("key_orthogonality")
-    measured = (f"mean {f(row['key_orth_mean'], '.3f')} (early {f(row['key_orth_early'], '.3f')}); "
-                f"{pct(row['key_orth_frac_below'])} of layers < {row['key_orth_threshold']}")
-    criterion = get(crit, "key_orthogonality", "pass")
-    p = paper_text(paper.get("key_orth_early"), share=False)
-    if not controls:
-        return _no_control("key_orthogonality", criterion, measured, p)
+    r = _Reading("key_orthogonality", f"mean {f(row['key_orth_mean'], '.3f')} (early {f(row['key_orth_early'], '.3f')}); "
+                                      f"{pct(row['key_orth_frac_below'])} of layers < {row['key_orth_threshold']}",
+                 get(j.criteria, "key_orthogonality", "pass"), paper_text(j.paper.get("key_orth_early"), share=False))
+    if not j.controls:
+        return r.no_control()
 
     def heads(d):
         return np.concatenate([np.atleast_1d(x["per_head"]) for x in d["results"]["key_orthogonality"]["layers"]])
 
-    t = heads(doc)
-    cs = [heads(c) for c in controls]
+    t = heads(j.doc)
+    cs = [heads(c) for c in j.controls]
     if any(c.shape != t.shape for c in cs):
-        return _claim("key_orthogonality", None, criterion, measured, "-", p, on,
-                      why="the control has another number of heads")
+        return r.untestable("the control has another number of heads", j.on)
     c = np.mean(cs, 0)
-    ci = paired_units(t, c, n_boot)
+    ci = paired_units(t, c, j.n_boot)
     text = (f"control mean {f(float(c.mean()), '.3f')}; trained - control over {t.size} heads "
             f"[{f(ci[0], '+.4f')}, {f(ci[1], '+.4f')}]")
-    return _claim("key_orthogonality", ci[1] < -margin, criterion, measured, text, p, on, diff_ci=ci)
+    return r.claim(ci[1] < -j.thresholds["control_cos"], text, j.on, diff_ci=ci)
 
 
-def _focusing(doc, row, controls, c_rows, crit, paper, on, margin) -> dict[str, Any]:
+def _focusing(j: _Judging) -> dict[str, Any]:
+    row = j.row
     if row["focusing"] is None:
         return _not_measured("focusing")
-    measured = f"{pct(row['focusing'])} [{pct(row['focusing_lo'])}, {pct(row['focusing_hi'])}]"
-    criterion = get(crit, "attention_focusing", "pass")
-    p = paper_text(paper.get("focusing"))
-    if not controls:
-        return _no_control("focusing", criterion, measured, p)
+    r = _Reading("focusing", f"{pct(row['focusing'])} [{pct(row['focusing_lo'])}, {pct(row['focusing_hi'])}]",
+                 get(j.criteria, "attention_focusing", "pass"), paper_text(j.paper.get("focusing")))
+    if not j.controls:
+        return r.no_control()
     key = ("results", "attention_focusing", "focusing", "bootstrap", "relative_drop")
-    ci = difference(get(doc, *key), [get(c, *key) for c in controls])
+    ci = difference(get(j.doc, *key), [get(c, *key) for c in j.controls])
     if ci is None:
-        return _claim("focusing", None, criterion, measured, "-", p, on, why="no bootstrap replicates recorded")
-    ctl = np.mean([r["focusing"] for r in c_rows])
+        return r.untestable("no bootstrap replicates recorded", j.on)
+    ctl = np.mean([c["focusing"] for c in j.c_rows])
     text = f"control {pct(ctl)}; trained - control [{pct(ci[0])}, {pct(ci[1])}]"
-    return _claim("focusing", ci[0] > margin, criterion, measured, text, p, on, diff_ci=ci)
+    return r.claim(ci[0] > j.thresholds["control_share"], text, j.on, diff_ci=ci)
 
 
 def _gain_reps(doc: dict, seed: int = SEED) -> list[float] | None:
@@ -243,21 +239,21 @@ def _gain_reps(doc: dict, seed: int = SEED) -> list[float] | None:
     return (np.asarray(b)[rng.permutation(len(b))[:n]] - np.asarray(a)[rng.permutation(len(a))[:n]]).tolist()
 
 
-def _domain_restriction(doc, row, controls, c_rows, paper, on, margin) -> dict[str, Any]:
+def _domain_restriction(j: _Judging) -> dict[str, Any]:
+    row = j.row
     if row["math_pc1_pc2"] is None or row["dr_gain"] is None:
         return _not_measured("domain_restriction")
-    measured = (f"math PC1+PC2 {pct(row['math_pc1_pc2'])}; gain {pct(row['dr_gain'])} "
-                f"[{pct(row['dr_gain_lo'])}, {pct(row['dr_gain_hi'])}]")
-    criterion = row["math_pc1_pc2"] >= DR_COLLAPSE
-    p = paper_text(paper.get("math_pc1_pc2"))
-    if not controls:
-        return _no_control("domain_restriction", criterion, measured, p)
-    ci = difference(_gain_reps(doc), [_gain_reps(c) for c in controls])
+    r = _Reading("domain_restriction", f"math PC1+PC2 {pct(row['math_pc1_pc2'])}; gain {pct(row['dr_gain'])} "
+                                       f"[{pct(row['dr_gain_lo'])}, {pct(row['dr_gain_hi'])}]",
+                 row["math_pc1_pc2"] >= DR_COLLAPSE, paper_text(j.paper.get("math_pc1_pc2")))
+    if not j.controls:
+        return r.no_control()
+    ci = difference(_gain_reps(j.doc), [_gain_reps(c) for c in j.controls])
     if ci is None:
-        return _claim("domain_restriction", None, criterion, measured, "-", p, on, why="no bootstrap replicates recorded")
-    ctl = np.mean([r["dr_gain"] for r in c_rows])
+        return r.untestable("no bootstrap replicates recorded", j.on)
+    ctl = np.mean([c["dr_gain"] for c in j.c_rows])
     text = f"control gain {pct(ctl)}; trained - control [{pct(ci[0])}, {pct(ci[1])}]"
-    return _claim("domain_restriction", ci[0] > margin, criterion, measured, text, p, on, diff_ci=ci)
+    return r.claim(ci[0] > j.thresholds["control_share"], text, j.on, diff_ci=ci)
 
 
 def calibrated(row: dict[str, Any]) -> tuple[bool, str]:
@@ -275,131 +271,60 @@ def calibrated(row: dict[str, Any]) -> tuple[bool, str]:
     return ok, why
 
 
-def sula_statistics(doc: dict) -> dict[str, np.ndarray] | None:
-    """What the SULA claim reads per prompt: k, H_Bayes, PC1 (own basis) and, in the shared basis of
-    every condition, the main prompts' PC1 and the shuffled and label-ablation prompts' (with k)."""
-    su = get(doc, "results", "sula")
-    pp = get(su, "per_prompt") or {}
-    if not pp.get("pc1"):
-        return None
-    out = {k: np.asarray(pp[k], dtype=float) for k in ("k", "h_bayes", "pc1")}
-    shared = get(su, "shared_per_prompt") or {}
-    for cond in ("main", "shuffled", "ablation_labels"):
-        if cond in shared:
-            out[f"{cond}_pc1"], out[f"{cond}_k"] = (np.asarray(shared[cond][x], dtype=float) for x in ("pc1", "k"))
-    return out
-
-
-def _sula_values(s: dict[str, np.ndarray], idx: dict[str, np.ndarray]) -> dict[str, float]:
-    """The SULA control statistics on one resample (``idx``: the rows of each condition)."""
-    i = idx["main"]
-    out = {"within_k": within_k(s["pc1"][i], -s["h_bayes"][i], s["k"][i])[0]}
-    for cond in ("shuffled", "ablation_labels"):
-        if f"{cond}_pc1" in s and "main_pc1" in s:
-            j = idx[cond]
-            out[cond] = _separation(s["main_pc1"][i], s["main_k"][i], s[f"{cond}_pc1"][j], s[f"{cond}_k"][j])
-    return out
-
-
-def _strata(ks: np.ndarray, rng) -> np.ndarray:
-    return np.concatenate([rng.choice(np.flatnonzero(ks == k), (ks == k).sum()) for k in np.unique(ks)])
-
-
-def sula_differences(doc: dict, controls: list[dict], n_boot: int, seed: int = SEED) -> dict[str, Any] | None:
-    """Trained - control of each SULA control statistic, with 95% intervals: the same prompts
-    resampled within each k for the model and every control (the prompts are identical: same
-    tokenizer, seed and labels), the controls' values averaged."""
-    s = sula_statistics(doc)
-    cs = [sula_statistics(c) for c in controls]
-    if s is None or any(c is None for c in cs):
-        return None
-    if any(c["h_bayes"].shape != s["h_bayes"].shape or not np.allclose(c["h_bayes"], s["h_bayes"]) for c in cs):
-        return None
-    full = {"main": np.arange(s["k"].size)} | {c: np.arange(s[f"{c}_k"].size) for c in ("shuffled", "ablation_labels")
-                                               if f"{c}_k" in s}
-    point_t = _sula_values(s, full)
-    point_c = [_sula_values(c, full) for c in cs]
-    rng = np.random.default_rng(seed)
-    reps: dict[str, list[float]] = {k: [] for k in point_t}
-    for _ in range(n_boot):
-        idx = {"main": _strata(s["k"], rng)} | {c: _strata(s[f"{c}_k"], rng) for c in full if c != "main"}
-        t = _sula_values(s, idx)
-        cv = [_sula_values(c, idx) for c in cs]
-        for k in reps:
-            reps[k].append(t[k] - np.mean([v[k] for v in cv]))
-    out = {}
-    for k in reps:
-        r = np.asarray(reps[k])
-        r = r[np.isfinite(r)]
-        out[k] = {"trained": point_t[k], "control": float(np.mean([v[k] for v in point_c])),
-                  "ci": _q(r) if r.size else None}
-    return out
-
-
-def _sula(doc, row, controls, paper, on, n_boot, margin) -> dict[str, Any]:
+def _sula(j: _Judging) -> dict[str, Any]:
+    row, paper = j.row, j.paper
     if row["sula_mae"] is None:
         return _not_measured("sula")
     rho, p_rho = row["sula_spearman_pc1_h_bayes"], row["sula_spearman_p"]
-    criterion = rho is not None and abs(rho) >= SULA_RHO and p_rho is not None and p_rho < 0.01
-    measured = (f"|rho(PC1, H_Bayes)| {f(abs(rho) if rho is not None else None, '.2f')}; rho(k, PC1) "
-                f"{f(row['sula_rho_k_pc1'], '+.2f')}; MAE {f(row['sula_mae'], '.3f')} bits")
-    p = f"MAE {paper_text(paper.get('sula_mae'), share=False)} bits" if paper.get("sula_mae") else "-"
+    r = _Reading("sula", f"|rho(PC1, H_Bayes)| {f(abs(rho) if rho is not None else None, '.2f')}; rho(k, PC1) "
+                         f"{f(row['sula_rho_k_pc1'], '+.2f')}; MAE {f(row['sula_mae'], '.3f')} bits",
+                 rho is not None and abs(rho) >= SULA_RHO and p_rho is not None and p_rho < 0.01,
+                 f"MAE {paper_text(paper.get('sula_mae'), share=False)} bits" if paper.get("sula_mae") else "-")
     ok, why = calibrated(row)
-    if not ok:
-        return _claim("sula", None, criterion, measured, f"the entropy does not read the labels: {why}", p, on,
-                      verdict="does not hold")
-    if not controls:
-        return _no_control("sula", criterion, measured, p)
-    d = sula_differences(doc, controls, n_boot)
+    if not ok:  # not beaten: does not hold
+        return r.claim(None, f"the entropy does not read the labels: {why}", j.on)
+    if not j.controls:
+        return r.no_control()
+    d = sula_differences(j.doc, j.controls, j.n_boot)
     if d is None or any(v["ci"] is None for v in d.values()) or len(d) < 3:
-        return _claim("sula", None, criterion, measured, "-", p, on,
-                      why="the control's SULA prompts or its shuffled and label-ablation conditions are missing")
-    beaten = all(v["ci"][0] > margin for v in d.values())
+        return r.untestable("the control's SULA prompts or its shuffled and label-ablation conditions are missing",
+                            j.on)
+    beaten = all(v["ci"][0] > j.thresholds["control_rho"] for v in d.values())
     names = {"within_k": "within-k rho(PC1, -H_Bayes)", "shuffled": "separation from shuffled",
              "ablation_labels": "separation from label ablation"}
     text = "; ".join(f"{names[k]} {f(v['trained'], '+.2f')} vs control {f(v['control'], '+.2f')} "
                      f"[{f(v['ci'][0], '+.2f')}, {f(v['ci'][1], '+.2f')}]" for k, v in d.items())
-    return _claim("sula", beaten, criterion, measured, f"{why}; {text}", p, on, differences=d)
+    return r.claim(beaten, f"{why}; {text}", j.on, differences=d)
 
 
-def _entropy_axis(doc, row, paper) -> dict[str, Any]:
+def _entropy_axis(j: _Judging) -> dict[str, Any]:
+    row = j.row
     if row["iv_true_dmae"] is None:
         return _not_measured("entropy_axis")
     tg = row["iv_true_dgeometry"]
-    measured = (f"layers {row['iv_layers']}: Δcorr downstream true {f(tg, '+.3f')}; ΔMAE true "
-                f"{f(row['iv_true_dmae'], '+.4f')} bits")
-    criterion = tg is not None and tg <= -GEOMETRY_DROP and abs(row["iv_true_dmae"]) <= CALIBRATION_TOLERANCE
-    p = paper_text(paper.get("entropy_axis"))
+    r = _Reading("entropy_axis", f"layers {row['iv_layers']}: Δcorr downstream true {f(tg, '+.3f')}; ΔMAE true "
+                                 f"{f(row['iv_true_dmae'], '+.4f')} bits",
+                 tg is not None and tg <= -GEOMETRY_DROP and abs(row["iv_true_dmae"]) <= CALIBRATION_TOLERANCE,
+                 paper_text(j.paper.get("entropy_axis")))
     ok, why = calibrated(row)
     if not ok:
-        return _claim("entropy_axis", None, criterion, measured, "-", p, "-",
-                      why=f"the model is not calibrated beyond the best constant predictor ({why}): cutting its "
-                          "entropy axis cannot show that calibration survives")
+        return r.untestable(f"the model is not calibrated beyond the best constant predictor ({why}): cutting its "
+                            "entropy axis cannot show that calibration survives")
     dist = [v for v in (row.get("iv_random_dgeometry_all") or []) if v is not None]
     if tg is None or not dist:
-        return _claim("entropy_axis", None, criterion, measured, "-", p, "-",
-                      why="no random-axis distribution at a layer set with layers downstream (n_random_axes = 0, "
-                          "or every layer set ends at the last layer)")
+        return r.untestable("no random-axis distribution at a layer set with layers downstream (n_random_axes = 0, "
+                            "or every layer set ends at the last layer)")
     q = float(np.mean(np.asarray(dist) <= tg))
     text = (f"true cut at quantile {q:.2f} of {len(dist)} random cuts (Δcorr {f(float(np.min(dist)), '+.3f')} to "
             f"{f(float(np.max(dist)), '+.3f')})")
-    return _claim("entropy_axis", q < RANDOM_AXIS_QUANTILE, criterion, measured, text, p,
-                  f"{len(dist)} random axes", quantile=q)
+    return r.claim(q < RANDOM_AXIS_QUANTILE, text, f"{len(dist)} random axes", quantile=q)
+
+
+#: one rule per claim of :data:`CLAIMS`, in its order
+_RULES = (_value_manifold, _key_orthogonality, _focusing, _domain_restriction, _sula, _entropy_axis)
 
 
 def judge(doc: dict, controls: list[dict]) -> list[dict[str, Any]]:
     """Every claim of :data:`CLAIMS` for one model's ``llm.json`` (``doc``) against its controls'."""
-    row = headline(doc)
-    crit = doc.get("criteria", {})
-    paper = paper_entry(doc["model"]["name"]) or {}
-    on = control_description(controls)
-    n_boot = doc.get("options", {}).get("n_bootstrap", 1000)
-    t = {**Thresholds().model_dump(), **doc.get("options", {}).get("thresholds", {})}
-    share, cos, rho = t["control_share"], t["control_cos"], t["control_rho"]
-    c_rows = [headline(c) for c in controls]
-    return [_value_manifold(doc, row, controls, c_rows, crit, paper, on, share),
-            _key_orthogonality(doc, row, controls, crit, paper, on, n_boot, cos),
-            _focusing(doc, row, controls, c_rows, crit, paper, on, share),
-            _domain_restriction(doc, row, controls, c_rows, paper, on, share),
-            _sula(doc, row, controls, paper, on, n_boot, rho),
-            _entropy_axis(doc, row, paper)]
+    j = _Judging.of(doc, controls)
+    return [rule(j) for rule in _RULES]

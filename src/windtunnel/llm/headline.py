@@ -80,19 +80,10 @@ def _random_cuts(results: dict, pair: dict | None) -> list[float] | None:
     return dist["delta_axis_corr_downstream"]
 
 
-def headline(doc: dict) -> dict[str, Any]:
-    """One row of a comparison from one ``llm.json``."""
-    m, r, t = doc["model"], doc.get("results", {}), doc.get("timing", {})
+def _model_columns(m: dict, t: dict) -> dict[str, Any]:
+    """The model's architecture and the run's cost (``m``: llm.json's ``model``; ``t``: its ``timing``)."""
     arch = architecture_of(m)
-    mixed, math_ = _pca(doc, "mixed"), _pca(doc, "math")
-    ko = get(r, "key_orthogonality")
-    fo = get(r, "attention_focusing", "focusing")
-    su = get(r, "sula")
-    dr = get(r, "domain_restriction")
-    gain = get(dr, "gain", dr["final_layer"], doc["options"].get("primary_pca", "standardized")) if dr else None
-    iv = intervention_pair(doc)
-    key_init = get(ko, "null", "init_revision", "mean") or get(ko, "null", "init_from_config", "mean")
-    row = {
+    return {
         "attention": arch["label"], "group": arch["group"], "n_heads": m["n_heads"], "n_kv_heads": m["n_kv_heads"],
         "kv_ratio": arch["kv_ratio"], "sliding_window": arch["sliding_window"],
         "moe_experts": (arch.get("moe") or {}).get("experts"), "n_parameters": m["n_parameters"],
@@ -102,7 +93,15 @@ def headline(doc: dict) -> dict[str, Any]:
         "peak_gpu_mib": t.get("peak_gpu_allocated_mib"),
         "memory_estimate_mib": None if get(m, "memory", "estimate", "total") is None
         else m["memory"]["estimate"]["total"] / 1024 ** 2,
-        # value manifold (final layer, primary PCA space)
+    }
+
+
+def _manifold_columns(doc: dict) -> dict[str, Any]:
+    """The value manifold on the mixed and math sets (final layer, primary PCA space) and the gain."""
+    mixed, math_ = _pca(doc, "mixed"), _pca(doc, "math")
+    dr = get(doc.get("results", {}), "domain_restriction")
+    gain = get(dr, "gain", dr["final_layer"], doc["options"].get("primary_pca", "standardized")) if dr else None
+    return {
         "mixed_pc1": get(mixed, "pc1"), "mixed_pc1_pc2": get(mixed, "pc1_pc2"),
         "mixed_pc1_pc2_lo": get(mixed, "pc1_pc2_ci", 0), "mixed_pc1_pc2_hi": get(mixed, "pc1_pc2_ci", 1),
         "mixed_pc1_boot": get(mixed, "pc1_boot_mean"), "mixed_pc1_lo": get(mixed, "pc1_ci", 0),
@@ -115,28 +114,41 @@ def headline(doc: dict) -> dict[str, Any]:
         "math_pc1_boot": get(math_, "pc1_boot_mean"), "math_pc1_pc2_boot": get(math_, "pc1_pc2_boot_mean"),
         "math_perm_q95": get(math_, "null", "column_permutation", "pc1_pc2_q95"),
         "dr_gain": get(gain, "pc1_pc2_gain"), "dr_gain_lo": get(gain, "ci", 0), "dr_gain_hi": get(gain, "ci", 1),
-        # key orthogonality
+    }
+
+
+def _attention_columns(r: dict) -> dict[str, Any]:
+    """Key orthogonality and attention focusing (``r``: llm.json's ``results``)."""
+    ko = get(r, "key_orthogonality")
+    fo = get(r, "attention_focusing", "focusing")
+    return {
         "key_orth_mean": get(ko, "summary", "mean"), "key_orth_early": get(ko, "summary", "early_mean"),
         "key_orth_frac_below": get(ko, "summary", "fraction_layers_below_threshold"),
         "key_orth_threshold": get(ko, "summary", "threshold"),
         "key_null_gaussian": get(ko, "null", "gaussian_empirical", "layer_mean"),
         "key_null_gaussian_q05": get(ko, "null", "gaussian_empirical", "layer_q05"),
-        "key_null_init": key_init,
-        # attention focusing
+        "key_null_init": get(ko, "null", "init_revision", "mean") or get(ko, "null", "init_from_config", "mean"),
         "focusing": get(fo, "relative_drop"), "focusing_lo": get(fo, "ci", 0), "focusing_hi": get(fo, "ci", 1),
         "focusing_slope": get(fo, "slope_bits_per_depth"), "focusing_slope_lo": get(fo, "slope_ci", 0),
         "focusing_slope_hi": get(fo, "slope_ci", 1),
         "monotone_fraction": get(fo, "monotone_fraction"), "monotone_lo": get(fo, "monotone_ci", 0),
         "monotone_hi": get(fo, "monotone_ci", 1), "focusing_paired_t_p": get(fo, "paired_t_p"),
         "first_layer_bits": get(fo, "first_layer_bits"), "last_layer_bits": get(fo, "last_layer_bits"),
-        # SULA
+    }
+
+
+def _sula_columns(doc: dict) -> dict[str, Any]:
+    """SULA's calibration and alignment, and one layer set's true-axis cut against a random-axis cut."""
+    r = doc.get("results", {})
+    su = get(r, "sula")
+    iv = intervention_pair(doc)
+    return {
         "sula_mae": get(su, "calibration", "mae"), "sula_uniform_mae": get(su, "calibration", "uniform_mae"),
         **{f"sula_{k}": v for k, v in _sula_nulls(su).items()},
         "sula_corr": get(su, "calibration", "corr"),
         "sula_spearman_pc1_h_bayes": get(su, "alignment", "spearman_pc1_h_bayes"),
         "sula_spearman_p": get(su, "alignment", "spearman_pc1_h_bayes_p"),
         "sula_rho_k_pc1": get(su, "trajectory", "spearman_k_pc1"),
-        # interventions (one layer set: true-axis cut against random-axis cut)
         "iv_layers": get(iv, "layers"),
         "iv_true_dmae": get(iv, "true", "delta_mae"), "iv_random_dmae": get(iv, "random", "delta_mae"),
         "iv_true_dgeometry": get(iv, "true", "delta_axis_corr_downstream"),
@@ -144,7 +156,13 @@ def headline(doc: dict) -> dict[str, Any]:
         "iv_baseline_geometry": get(iv, "true", "baseline_axis_corr_downstream_mean"),
         "iv_random_dgeometry_all": _random_cuts(r, iv),
     }
-    return row
+
+
+def headline(doc: dict) -> dict[str, Any]:
+    """One row of a comparison from one ``llm.json``: the model and its cost, then per analysis its
+    headline numbers (a missing analysis gives None cells)."""
+    return {**_model_columns(doc["model"], doc.get("timing", {})), **_manifold_columns(doc),
+            **_attention_columns(doc.get("results", {})), **_sula_columns(doc)}
 
 
 def curves(doc: dict) -> dict[str, Any]:

@@ -81,15 +81,27 @@ def operator(kind: str, u: np.ndarray, sigma: float = 1.0, delta: float = 0.0):
     return fn
 
 
-def condition_ops(condition: str, layers, axes: dict[int, Axis], d: int, seed: int, shift_sigma: float,
-                  orthogonal: bool) -> dict[int, callable]:
-    """{layer: value function} for one named condition, e.g. 'random_shift_minus'."""
+@dataclass(frozen=True)
+class Axes:
+    """The unperturbed axis of each layer (``per_layer``) and how the operators use them: random
+    axes are drawn in the ``d``-dimensional value space (orthogonalised against the layer's axis
+    when ``orthogonal``); a shift moves ``shift_sigma`` times the axis' sigma."""
+
+    per_layer: dict[int, Axis]
+    d: int
+    shift_sigma: float = 1.0
+    orthogonal: bool = False
+
+
+def condition_ops(condition: str, layers, axes: Axes, seed: int) -> dict[int, callable]:
+    """{layer: value function} for one named condition, e.g. 'random_shift_minus' (random axes
+    seeded with ``seed + layer``)."""
     which, kind, *rest = condition.split("_")
-    delta = {"plus": shift_sigma, "minus": -shift_sigma}.get(rest[0], 0.0) if rest else 0.0
+    delta = {"plus": axes.shift_sigma, "minus": -axes.shift_sigma}.get(rest[0], 0.0) if rest else 0.0
     ops = {}
     for i in layers:
-        ax = axes[i]
-        u = ax.u if which == "true" else random_axis(d, seed + i, ax.u if orthogonal else None)
+        ax = axes.per_layer[i]
+        u = ax.u if which == "true" else random_axis(axes.d, seed + i, ax.u if axes.orthogonal else None)
         ops[i] = operator(kind, u, ax.sigma, delta)
     return ops
 

@@ -107,6 +107,39 @@ def _from_config(name: str, src: dict, opts: LLMOptions, revision: str | None, k
         return transformers.AutoModelForCausalLM.from_config(config, **kw)
 
 
+def _common_kwargs(src: dict, opts: LLMOptions, revision: str | None) -> dict[str, Any]:
+    """What both the model and its tokenizer are loaded with: remote code, revision, GGUF file."""
+    common: dict[str, Any] = {"trust_remote_code": opts.trust_remote_code}
+    if revision is not None:
+        common["revision"] = revision
+    if src["gguf_file"]:
+        common["gguf_file"] = src["gguf_file"]
+    return common
+
+
+def _eager(model, name: str) -> None:
+    """Switch ``model`` to eager attention (the one implementation that returns attention weights)."""
+    if getattr(model.config, "_attn_implementation", "eager") != "eager":
+        try:
+            model.set_attn_implementation("eager")
+        except Exception as exc:  # pragma: no cover - depends on the model class
+            raise ConfigError(f"model '{name}' cannot use eager attention, which is needed for attention weights: "
+                              f"{exc}") from None
+
+
+def _tokenizer(name: str, path: str, common: dict[str, Any]):
+    """The tokenizer of model ``name`` (at ``path``), padding on the left, with a pad token."""
+    transformers = require("transformers")
+    try:
+        tok = transformers.AutoTokenizer.from_pretrained(path, **common)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ConfigError(f"could not load the tokenizer of '{name}': {exc}") from None
+    tok.padding_side = "left"
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
+    return tok
+
+
 def load_model(name: str, opts: LLMOptions, revision: str | None = None, *, weights_only: bool = False,
                reinit_seed: int | None = None) -> LoadedModel:
     """Load ``name`` (hub id, folder or .gguf) with its tokenizer and family adapter.
@@ -130,11 +163,7 @@ def load_model(name: str, opts: LLMOptions, revision: str | None = None, *, weig
         from windtunnel.llm.memory import check_memory
 
         memory = check_memory(name, src, opts, device or "cuda", str(dtype).removeprefix("torch."))
-    common: dict[str, Any] = {"trust_remote_code": opts.trust_remote_code}
-    if revision is not None:
-        common["revision"] = revision
-    if src["gguf_file"]:
-        common["gguf_file"] = src["gguf_file"]
+    common = _common_kwargs(src, opts, revision)
     dtype_key = "dtype" if _version_tuple(transformers.__version__) >= (4, 56) else "torch_dtype"
     kwargs = {**common, dtype_key: dtype, "attn_implementation": "eager"}
     if opts.device_map is not None:
@@ -151,22 +180,9 @@ def load_model(name: str, opts: LLMOptions, revision: str | None = None, *, weig
     if opts.device_map is None:
         model.to(device)
     model.eval()
-    if getattr(model.config, "_attn_implementation", "eager") != "eager":
-        try:
-            model.set_attn_implementation("eager")
-        except Exception as exc:  # pragma: no cover - depends on the model class
-            raise ConfigError(f"model '{name}' cannot use eager attention, which is needed for attention weights: "
-                              f"{exc}") from None
+    _eager(model, name)
     adapter = adapter_for(model)
-    tok = None
-    if not weights_only:
-        try:
-            tok = transformers.AutoTokenizer.from_pretrained(src["path"], **common)
-        except (OSError, ValueError, KeyError) as exc:
-            raise ConfigError(f"could not load the tokenizer of '{name}': {exc}") from None
-        tok.padding_side = "left"
-        if tok.pad_token_id is None:
-            tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
+    tok = None if weights_only else _tokenizer(name, src["path"], common)
     info = {
         "name": name, "source": src["kind"], "path": src["path"], "gguf_file": src["gguf_file"],
         "revision": revision, "reinit_seed": reinit_seed, "dtype": str(dtype).removeprefix("torch."), "device": device,

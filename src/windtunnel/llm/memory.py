@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -128,14 +129,26 @@ def _cfg_int(config, *names: str, default: int = 0) -> int:
     return default
 
 
-def estimate(config, n_params: int, dtype: str, *, gguf: bool, second_copy: bool, batch_size: int,
-             max_tokens: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Workload:
+    """What a run loads besides the weights and what it runs: a GGUF file (dequantized through
+    float32), a second copy of the weights (``init_revision``), batches of ``batch_size`` prompts
+    of up to ``max_tokens`` tokens."""
+
+    gguf: bool
+    second_copy: bool
+    batch_size: int
+    max_tokens: int
+
+
+def estimate(config, n_params: int, dtype: str, work: Workload) -> dict[str, Any]:
     """Bytes needed to load and run a model of ``n_params`` parameters in ``dtype`` (see the module doc)."""
     weights = n_params * DTYPE_BYTES[dtype]
     heads = _cfg_int(config, "num_attention_heads", "n_head", "num_heads", default=1)
     d_model = _cfg_int(config, "hidden_size", "n_embd", "d_model", default=1)
+    batch_size, max_tokens, second_copy = work.batch_size, work.max_tokens, work.second_copy
     activations = batch_size * heads * max_tokens ** 2 * 4 + batch_size * max_tokens * d_model * 4 * 8
-    load_extra = n_params * 4 if gguf else 0
+    load_extra = n_params * 4 if work.gguf else 0
     copies = weights * (2 if second_copy else 1)
     return {"n_parameters": n_params, "dtype": dtype, "weights": weights, "second_copy": weights if second_copy else 0,
             "load_extra": load_extra, "activations": activations, "total": copies + load_extra + activations}
@@ -174,9 +187,11 @@ def check_memory(name: str, src: dict[str, Any], opts, device: str, dtype: str, 
     n = count_parameters(config, opts.trust_remote_code)
     limit = None if opts.memory_limit_gib is None else int(opts.memory_limit_gib * GIB)
 
+    work = Workload(gguf=bool(src["gguf_file"]), second_copy=opts.init_revision is not None,
+                    batch_size=opts.batch_size, max_tokens=opts.max_prompt_tokens)
+
     def est_for(dt: str) -> dict[str, Any]:
-        return estimate(config, n, dt, gguf=bool(src["gguf_file"]), second_copy=opts.init_revision is not None,
-                        batch_size=opts.batch_size, max_tokens=opts.max_prompt_tokens)
+        return estimate(config, n, dt, work)
 
     est = est_for(dtype)
     need, have = _need_where(est, device, opts.device_map), _have_where(device, opts.device_map, limit)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from windtunnel.config import ConfigError
-from windtunnel.llm.capture import PromptCapture, run_prompts
+from windtunnel.llm.capture import Batching, Keep, PromptCapture, ValueFn, run_prompts
 from windtunnel.llm.config import LLMOptions
 from windtunnel.llm.loading import LoadedModel
 from windtunnel.llm.prompts import load_pool, stratified_select
@@ -49,10 +49,16 @@ class Session:
                               "last or all")
         return sorted(set(o) | {self.L - 1})
 
-    def run(self, prompts, **kw) -> PromptCapture:
+    @property
+    def batching(self) -> Batching:
+        """How every pass of the session feeds its prompts (the options' ``batch_size``, ``add_bos``
+        and ``max_prompt_tokens``)."""
+        return Batching(self.opts.batch_size, self.opts.add_bos, self.opts.max_prompt_tokens)
+
+    def run(self, prompts, keep: Keep, interventions: dict[int, ValueFn] | None = None) -> PromptCapture:
+        """One pass over ``prompts`` (timed and counted) keeping what ``keep`` says."""
         t = time.perf_counter()
-        cap = run_prompts(self.lm, prompts, batch_size=self.opts.batch_size, add_bos=self.opts.add_bos,
-                          max_tokens=self.opts.max_prompt_tokens, **kw)
+        cap = run_prompts(self.lm, prompts, keep, self.batching, interventions=interventions)
         self.timing["forward_s"] = self.timing.get("forward_s", 0.0) + time.perf_counter() - t
         self.n_prompts_run += len(prompts)
         return cap
@@ -63,10 +69,11 @@ class Session:
         if which not in self.captures:
             pool = load_pool(which, getattr(self.opts, f"{which}_pool"))
             mixed = which == "mixed"
-            cap = self.run([p["text"] for p in pool["prompts"]], value_layers=self.manifold_layers(),
-                           key_layers=list(range(self.L)) if mixed and "key_orthogonality" in self.analyses else (),
-                           attention=mixed and "attention_focusing" in self.analyses,
-                           attention_positions=self.opts.attention_positions)
+            keep = Keep(value_layers=self.manifold_layers(),
+                        key_layers=list(range(self.L)) if mixed and "key_orthogonality" in self.analyses else (),
+                        attention=mixed and "attention_focusing" in self.analyses,
+                        attention_positions=self.opts.attention_positions)
+            cap = self.run([p["text"] for p in pool["prompts"]], keep)
             self.pools[which], self.captures[which] = pool, cap
         return self.pools[which], self.captures[which]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -129,16 +130,27 @@ def variance_concentration(x, ks=(1, 10)) -> dict:
     return {f"top{k}": float(v[:k].sum() / total) if total > 0 else float("nan") for k in ks}
 
 
+@dataclass(frozen=True)
+class Resampling:
+    """How a PCA report resamples: ``n_boot`` bootstrap refits (seeded with ``seed``) for intervals
+    at ``level``, and ``n_null`` draws of each matched null (seeded with ``seed + 1``)."""
+
+    n_boot: int
+    n_null: int
+    seed: int
+    level: float = 0.95
+
+
 @blas1
-def pca_report(x, y, standardize: bool, n_boot: int, seed: int, n_null: int, level: float = 0.95,
-               keep_boot: bool = False) -> dict:
+def pca_report(x, y, standardize: bool, resampling: Resampling, keep_boot: bool = False) -> dict:
     """PC1, PC2, PC1+PC2 with bootstrap intervals, participation ratio, top-10 ratios, Spearman
     r(PC1, y) (signed, and |r|; PC signs are arbitrary), and the matched empirical nulls."""
     x = _np(x)
+    seed, level = resampling.seed, resampling.level
     ratios, scores, _ = pca_components(x, standardize, n=2)
-    boot = bootstrap_pca(x, standardize, n_boot, seed)
+    boot = bootstrap_pca(x, standardize, resampling.n_boot, seed)
     rho, p = spearman(scores[:, 0], y)
-    null = pca_null(x.shape[0], x.shape[1], standardize, n_null, seed + 1, x=x)
+    null = pca_null(x.shape[0], x.shape[1], standardize, resampling.n_null, seed + 1, x=x)
     pc2 = float(ratios[1]) if ratios.size > 1 else 0.0
     out = {
         "standardized": bool(standardize), "n": int(x.shape[0]), "d": int(x.shape[1]),

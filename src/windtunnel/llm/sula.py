@@ -23,6 +23,7 @@ Controls (paired with the main prompts: same words, classes and draws):
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -81,20 +82,42 @@ def _posterior_l1(labels: list[int], k: int, alpha: float) -> float:
     return float(t.posterior(torch.tensor([labels]))[0, -1, 0])
 
 
-def _render(words, labels, query, names, mask_labels=False, mask_words=False, mask="[MASK]") -> str:
+@dataclass(frozen=True)
+class Draws:
+    """What the prompts draw: ``n_per_k`` prompts with k examples for each k of ``ks``, whose labels
+    equal the hidden class with probability ``alpha``, from the generator seeded with ``seed``."""
+
+    ks: Sequence[int]
+    n_per_k: int
+    alpha: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How the prompts are written: the main label pair, the lexical remap's pair (needed by the
+    ``lexical_remap`` control) and the text that masks a label or a carrier word."""
+
+    labels: tuple[str, str]
+    remap_labels: tuple[str, str] | None = None
+    mask: str = "[MASK]"
+
+
+def _render(words, labels, query, names) -> str:
+    """``w1: name1, w2: name2. query:`` (``names``: the label names by class), or ``query:``."""
     if not labels:
         return f"{query}:"
-    pairs = [f"{mask if mask_words else w}: {mask if mask_labels else names[label]}" for w, label in zip(words, labels)]
+    pairs = [f"{w}: {names[label]}" for w, label in zip(words, labels)]
     return ", ".join(pairs) + f". {query}:"
 
 
-def generate(ks, n_per_k: int, alpha: float, labels: tuple[str, str], seed: int,
-             controls=(), remap_labels: tuple[str, str] | None = None, mask: str = "[MASK]") -> dict[str, SULASet]:
+def generate(draws: Draws, wording: Wording, controls=()) -> dict[str, SULASet]:
     """Main SULA prompts and the requested paired controls, k-major order, seeded."""
-    rng = np.random.default_rng(seed)
-    draws = []
-    for k in ks:
-        for _ in range(n_per_k):
+    alpha, mask = draws.alpha, wording.mask
+    rng = np.random.default_rng(draws.seed)
+    drawn = []
+    for k in draws.ks:
+        for _ in range(draws.n_per_k):
             query = CARRIER_WORDS[rng.integers(len(CARRIER_WORDS))]
             y = int(rng.integers(2))
             words, labs, shuf = [], [], []
@@ -102,13 +125,14 @@ def generate(ks, n_per_k: int, alpha: float, labels: tuple[str, str], seed: int,
                 words.append(CARRIER_WORDS[rng.integers(len(CARRIER_WORDS))])
                 labs.append(y if rng.random() < alpha else 1 - y)
             shuf = [int(rng.integers(2)) for _ in range(k)]
-            draws.append((k, query, y, words, labs, shuf))
+            drawn.append((k, query, y, words, labs, shuf))
 
     def build(cond, names, *, use_shuf=False, mask_labels=False, mask_words=False, flat=False):
         texts, kk, yy, ll, pb = [], [], [], [], []
-        for k, query, y, words, labs, shuf in draws:
+        shown = (mask, mask) if mask_labels else names
+        for k, query, y, words, labs, shuf in drawn:
             lab = shuf if use_shuf else labs
-            texts.append(_render(words, lab, query, names, mask_labels, mask_words, mask))
+            texts.append(_render([mask] * len(words) if mask_words else words, lab, query, shown))
             kk.append(k)
             yy.append(y)
             ll.append(lab)
@@ -117,11 +141,12 @@ def generate(ks, n_per_k: int, alpha: float, labels: tuple[str, str], seed: int,
         h = binary_entropy_bits(torch.tensor(pb, dtype=torch.float64)).numpy()
         return SULASet(cond, tuple(names), texts, np.array(kk), np.array(yy), ll, pb, h)
 
+    labels = wording.labels
     sets = {"main": build("main", labels)}
     if "lexical_remap" in controls:
-        if remap_labels is None:
+        if wording.remap_labels is None:
             raise ValueError("lexical_remap needs a second label pair")
-        sets["lexical_remap"] = build("lexical_remap", remap_labels)
+        sets["lexical_remap"] = build("lexical_remap", wording.remap_labels)
     if "shuffled" in controls:
         sets["shuffled"] = build("shuffled", labels, use_shuf=True, flat=True)
     if "ablation_labels" in controls:

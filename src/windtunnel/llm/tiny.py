@@ -9,6 +9,7 @@ machinery, not a claim of the paper. Seeds are explicit; the same spec gives the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 #: family: (transformers config class, its arguments beyond the sizes)
@@ -24,6 +25,30 @@ GQA_FAMILIES = ("llama", "mistral", "qwen2")
 #: the tests' default shapes per family: 4 query heads, 2 key/value heads where the family has them
 TEST_SHAPES = {"gpt_neox": {}, "phi": {}, "llama": {"n_kv_heads": 2}, "mistral": {"n_kv_heads": 2, "sliding_window": 8},
                "qwen2": {"n_kv_heads": 2}}
+
+
+@dataclass(frozen=True)
+class TinyShape:
+    """The sizes of a tiny model and the torch seed of its random weights. ``n_kv_heads``
+    (grouped-query families only) and ``sliding_window`` (mistral only): None leaves them unset."""
+
+    n_layers: int = 3
+    d_model: int = 32
+    n_heads: int = 4
+    n_kv_heads: int | None = None
+    sliding_window: int | None = None
+    seed: int = 0
+
+    @classmethod
+    def for_tests(cls, family: str, **sizes) -> TinyShape:
+        """The tests' shape of ``family`` (:data:`TEST_SHAPES`) with ``sizes`` changed."""
+        return cls(**{**TEST_SHAPES[family], **sizes})
+
+    @classmethod
+    def of_spec(cls, spec: dict) -> TinyShape:
+        """The shape of a :class:`~windtunnel.llm.compare_config.TinySpec`'s fields (a dict)."""
+        return cls(spec["n_layers"], spec["d_model"], spec["n_heads"], spec.get("n_kv_heads") or None,
+                   spec.get("sliding_window") or None, spec["seed"])
 
 
 def build_tokenizer(path):
@@ -49,31 +74,25 @@ def build_tokenizer(path):
     return tok
 
 
-def build_model(family: str, path, vocab_size: int, n_layers: int = 3, seed: int = 0, *, d_model: int = 32,
-                n_heads: int = 4, n_kv_heads: int | None = None, sliding_window: int | None = None,
-                shape: dict | None = None):
-    """A randomly initialised model of ``family`` (torch seeded with ``seed``), saved to ``path``.
-    ``n_kv_heads`` (grouped-query families only) and ``sliding_window`` (mistral) default to the
-    tests' shapes of :data:`TEST_SHAPES` when ``shape`` is None."""
+def build_model(family: str, path, vocab_size: int, shape: TinyShape | None = None):
+    """A randomly initialised model of ``family`` and ``shape`` (None: the tests' shape of the
+    family, :meth:`TinyShape.for_tests`; torch seeded with its ``seed``), saved to ``path``."""
     import torch
     import transformers
 
     cls_name, kw = FAMILIES[family]
-    sizes = dict(TEST_SHAPES[family]) if shape is None else dict(shape)
-    if n_kv_heads is not None:
-        sizes["n_kv_heads"] = n_kv_heads
-    if sliding_window is not None:
-        sizes["sliding_window"] = sliding_window
+    shape = shape if shape is not None else TinyShape.for_tests(family)
     kw = dict(kw)
-    if "n_kv_heads" in sizes:
-        kw["num_key_value_heads"] = sizes["n_kv_heads"]
-    if sizes.get("sliding_window"):
-        kw["sliding_window"] = sizes["sliding_window"]
+    if shape.n_kv_heads is not None:
+        kw["num_key_value_heads"] = shape.n_kv_heads
+    if shape.sliding_window:
+        kw["sliding_window"] = shape.sliding_window
+    d_model = shape.d_model
     cfg = getattr(transformers, cls_name)(vocab_size=vocab_size, hidden_size=d_model, intermediate_size=2 * d_model,
-                                          num_hidden_layers=n_layers, num_attention_heads=n_heads,
+                                          num_hidden_layers=shape.n_layers, num_attention_heads=shape.n_heads,
                                           max_position_embeddings=256, **kw)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(shape.seed)
         model = transformers.AutoModelForCausalLM.from_config(cfg)
     model.save_pretrained(path)
     return model
@@ -97,8 +116,6 @@ def build_saved(spec: dict, path: Path | str) -> Path:
 
     path.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(path)
-    shape = {k: spec[k] for k in ("n_kv_heads", "sliding_window") if spec.get(k)}
-    build_model(spec["family"], path, len(tok), spec["n_layers"], spec["seed"], d_model=spec["d_model"],
-                n_heads=spec["n_heads"], shape=shape)
+    build_model(spec["family"], path, len(tok), TinyShape.of_spec(spec))
     atomic_write_text(marker, json.dumps(spec, indent=1))
     return path

@@ -31,78 +31,95 @@ def attention_focusing(sess: Session) -> dict:
 
 
 def _attention_stats(sess: Session, cap: PromptCapture, idx) -> dict:
-    from scipy.stats import ttest_rel, wilcoxon
-
-    o = sess.opts
+    o, ad = sess.opts, sess.lm.adapter
     if cap.attn_entropy is None:
         raise ConfigError("attention was not captured")
     H = cap.attn_entropy[idx].mean(2)  # (N, L): mean over query heads after the entropy
     Hn = cap.attn_entropy_norm[idx].mean(2)
     sink = cap.sink_mass[idx].mean(2)
+    lengths = cap.lengths[idx]
+    n_att = lengths if ad.sliding_window is None else np.minimum(lengths, ad.sliding_window)
+    return {
+        "positions": o.attention_positions, "n_prompts": len(idx), "n_query_heads": ad.n_heads,
+        "prompt_tokens": min_mean_max(lengths), "uniform_bits_mean": float(np.log2(n_att).mean()),
+        "sliding_window": ad.sliding_window,
+        "bos_added_fraction": float(cap.bos_added[idx].mean()),
+        "layers": _layers(H, Hn, sink, cap.attn_entropy[idx], o),
+        "focusing": _focusing(H, Hn, o),
+    }
+
+
+def _drop(a: np.ndarray) -> float:
+    """Relative entropy drop, first to last layer, of the mean over prompts of ``a`` (N, L)."""
+    m = a.mean(0)
+    return (m[0] - m[-1]) / m[0] if m[0] > 0 else float("nan")
+
+
+def _slope(a: np.ndarray) -> float:
+    """Least-squares slope of the mean entropy on depth (layer / (L - 1))."""
+    m = a.mean(0)
+    n_layers = m.size
+    return float(np.polyfit(np.arange(n_layers) / max(1, n_layers - 1), m, 1)[0]) if n_layers > 1 else float("nan")
+
+
+def _monotone(a: np.ndarray) -> float:
+    """The fraction of layer-to-layer steps in which the mean entropy falls."""
+    m = a.mean(0)
+    return float((np.diff(m) < 0).mean()) if m.size > 1 else float("nan")
+
+
+def _layers(H: np.ndarray, Hn: np.ndarray, sink: np.ndarray, per_head: np.ndarray, o) -> list[dict]:
+    """Per layer: the entropy, the normalised entropy and the sink mass with their bootstrap
+    intervals over prompts, and the entropy of each query head (``per_head``: N, L, H)."""
     nb, sd = o.n_bootstrap, o.bootstrap_seed
-    rng = np.random.default_rng(sd)
-    n = len(idx)
-    boots = rng.integers(0, n, (nb, n))
-
-    def drop(a):
-        m = a.mean(0)
-        return (m[0] - m[-1]) / m[0] if m[0] > 0 else float("nan")
-
-    def drop_ci(a):
-        return ci([drop(a[b]) for b in boots])
-
-    depth = np.arange(sess.L) / max(1, sess.L - 1)
-
-    def slope(a):
-        m = a.mean(0)
-        return float(np.polyfit(depth, m, 1)[0]) if sess.L > 1 else float("nan")
-
-    def monotone(a):
-        m = a.mean(0)
-        return float((np.diff(m) < 0).mean()) if sess.L > 1 else float("nan")
-
-    reps = {name: np.array([fn(H[b]) for b in boots]) for name, fn in
-            (("relative_drop", drop), ("slope_bits_per_depth", slope), ("monotone_fraction", monotone))}
-
     layers = []
-    for i in range(sess.L):
+    for i in range(H.shape[1]):
         m, (lo, hi) = bootstrap_mean(H[:, i], nb, sd)
         mn, (lon, hin) = bootstrap_mean(Hn[:, i], nb, sd)
         ms, (los, his) = bootstrap_mean(sink[:, i], nb, sd)
         layers.append({"layer": i, "entropy_bits": float(m), "entropy_ci": [float(lo), float(hi)],
                        "normalised": float(mn), "normalised_ci": [float(lon), float(hin)],
                        "sink_mass": float(ms), "sink_mass_ci": [float(los), float(his)],
-                       "per_head_bits": cap.attn_entropy[idx][:, i].mean(0).tolist()})
+                       "per_head_bits": per_head[:, i].mean(0).tolist()})
+    return layers
+
+
+def _paired_tests(H: np.ndarray) -> dict:
+    """Spearman of the mean curve on the layer, and paired t and Wilcoxon tests first to last layer."""
+    from scipy.stats import ttest_rel, wilcoxon
+
     diff = H[:, 0] - H[:, -1]
     tt = ttest_rel(H[:, 0], H[:, -1]) if np.ptp(diff) > 0 else None
     try:
         wx = wilcoxon(H[:, 0], H[:, -1]) if np.any(diff != 0) else None
     except ValueError:
         wx = None
+    rho, _ = spearman(np.arange(H.shape[1]), H.mean(0))
+    return {"spearman_layer_entropy": rho,
+            "paired_t_p": float(tt.pvalue) if tt is not None else float("nan"),
+            "wilcoxon_p": float(wx.pvalue) if wx is not None else float("nan")}
+
+
+def _focusing(H: np.ndarray, Hn: np.ndarray, o) -> dict:
+    """The three summaries of the curve with intervals from the same resamples of the prompts
+    (their replicates kept), the curve's ends and minimum, and the paired tests."""
+    nb, sd = o.n_bootstrap, o.bootstrap_seed
+    n = H.shape[0]
+    boots = np.random.default_rng(sd).integers(0, n, (nb, n))
+    reps = {name: np.array([fn(H[b]) for b in boots]) for name, fn in
+            (("relative_drop", _drop), ("slope_bits_per_depth", _slope), ("monotone_fraction", _monotone))}
     curve = H.mean(0)
-    rho, _ = spearman(np.arange(sess.L), curve)
-    lengths = cap.lengths[idx]
-    n_att = lengths if sess.lm.adapter.sliding_window is None else np.minimum(lengths, sess.lm.adapter.sliding_window)
-    return {
-        "positions": o.attention_positions, "n_prompts": n, "n_query_heads": sess.lm.adapter.n_heads,
-        "prompt_tokens": min_mean_max(lengths), "uniform_bits_mean": float(np.log2(n_att).mean()),
-        "sliding_window": sess.lm.adapter.sliding_window,
-        "bos_added_fraction": float(cap.bos_added[idx].mean()),
-        "layers": layers,
-        "focusing": {"relative_drop": drop(H), "ci": ci(reps["relative_drop"]),
-                     "normalised_relative_drop": drop(Hn), "normalised_ci": drop_ci(Hn),
-                     "slope_bits_per_depth": slope(H), "slope_ci": ci(reps["slope_bits_per_depth"]),
-                     "monotone_fraction": monotone(H), "monotone_ci": ci(reps["monotone_fraction"]),
-                     "n_steps": sess.L - 1,
-                     "first_layer_bits": float(curve[0]), "last_layer_bits": float(curve[-1]),
-                     "min_layer": int(curve.argmin()), "min_layer_relative_drop": float((curve[0] - curve.min()) / curve[0])
-                     if curve[0] > 0 else float("nan"),
-                     "spearman_layer_entropy": rho,
-                     "paired_t_p": float(tt.pvalue) if tt is not None else float("nan"),
-                     "wilcoxon_p": float(wx.pvalue) if wx is not None else float("nan"),
-                     "bootstrap": {"n": nb, "seed": sd, "resamples": "prompts, with replacement",
-                                   **{k: [round(float(x), 6) for x in v] for k, v in reps.items()}}},
-    }
+    return {"relative_drop": _drop(H), "ci": ci(reps["relative_drop"]),
+            "normalised_relative_drop": _drop(Hn), "normalised_ci": ci([_drop(Hn[b]) for b in boots]),
+            "slope_bits_per_depth": _slope(H), "slope_ci": ci(reps["slope_bits_per_depth"]),
+            "monotone_fraction": _monotone(H), "monotone_ci": ci(reps["monotone_fraction"]),
+            "n_steps": H.shape[1] - 1,
+            "first_layer_bits": float(curve[0]), "last_layer_bits": float(curve[-1]),
+            "min_layer": int(curve.argmin()), "min_layer_relative_drop": float((curve[0] - curve.min()) / curve[0])
+            if curve[0] > 0 else float("nan"),
+            **_paired_tests(H),
+            "bootstrap": {"n": nb, "seed": sd, "resamples": "prompts, with replacement",
+                          **{k: [round(float(x), 6) for x in v] for k, v in reps.items()}}}
 
 
 ANALYSIS = Analysis(name="attention_focusing", title="Attention focusing", run=attention_focusing,

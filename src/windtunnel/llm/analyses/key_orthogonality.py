@@ -49,6 +49,41 @@ def _init_from_config(lm: LoadedModel, seed: int) -> list[float] | None:
     return out
 
 
+def _gaussian_null(ad, o) -> tuple[np.ndarray, np.ndarray]:
+    """Empirical Gaussian null of one head (d_head columns in R^d_model), then of a layer mean over
+    the n_kv heads: ``n_null`` draws of each, seeded with the run's ``seed``."""
+    rng = np.random.default_rng(o.seed)
+    head_null = np.array([mean_offdiag_abs_cosine(rng.standard_normal((ad.head_dim, ad.d_model)))
+                          for _ in range(o.n_null)])
+    return head_null, rng.choice(head_null, (o.n_null, ad.n_kv_heads)).mean(1)
+
+
+def _init_revision(sess: Session) -> np.ndarray:
+    """Per-layer mean |cos| of the W_K columns of the model's ``init_revision`` checkpoint."""
+    init_lm = load_model(sess.name, sess.opts, revision=sess.opts.init_revision, weights_only=True)
+    try:
+        ad = init_lm.adapter
+        init_layers = _key_layer_stats(ad, [ad.key_weight(i) for i in range(ad.n_layers)])
+    finally:
+        init_lm.close()
+    return np.array([x["mean"] for x in init_layers])
+
+
+def _activation_variant(sess: Session) -> dict:
+    """The authors' analyze_icl_sula variant: |cos| between the key/value heads' final-token keys,
+    read from the mixed pool's pass."""
+    ad = sess.lm.adapter
+    _, cap = sess.pool("mixed")
+    idx = sess.selection("mixed")["indices"]
+    act = []
+    for i in range(ad.n_layers):
+        k = cap.keys[i][idx].reshape(len(idx), ad.n_kv_heads, ad.head_dim)
+        act.append(float(np.mean(mean_offdiag_abs_cosine(k))))
+    return {"definition": "final-token keys (pre-rotary), mean |cos| between the key/value heads, averaged over the "
+                          "stratified mixed prompts (the authors' analyze_icl_sula variant; not the paper's definition)",
+            "per_layer": act, "gaussian_null_d_head": gaussian_abs_cosine(ad.head_dim)}
+
+
 @blas1
 def key_orthogonality(sess: Session) -> dict:
     """Mean |off-diagonal cosine| of the d_head columns of W_K (each in R^d_model) per
@@ -56,11 +91,7 @@ def key_orthogonality(sess: Session) -> dict:
     o, lm, ad = sess.opts, sess.lm, sess.lm.adapter
     layers = _key_layer_stats(ad, [ad.key_weight(i) for i in range(ad.n_layers)])
     means = np.array([x["mean"] for x in layers])
-    # empirical Gaussian null of one head (d_head columns in R^d_model), then of a layer mean over n_kv heads
-    rng = np.random.default_rng(o.seed)
-    head_null = np.array([mean_offdiag_abs_cosine(rng.standard_normal((ad.head_dim, ad.d_model)))
-                          for _ in range(o.n_null)])
-    layer_null = rng.choice(head_null, (o.n_null, ad.n_kv_heads)).mean(1)
+    head_null, layer_null = _gaussian_null(ad, o)
     for x in layers:
         x["test_vs_gaussian"] = monte_carlo_test(x["mean"], layer_null, alternative="two-sided")
     t = o.thresholds
@@ -85,34 +116,17 @@ def key_orthogonality(sess: Session) -> dict:
     res["summary"]["ratio_to_gaussian"] = float(means.mean() / layer_null.mean())
     res["summary"]["fraction_layers_outside_gaussian_q05_q95"] = float(
         ((means < np.quantile(layer_null, 0.05)) | (means > np.quantile(layer_null, 0.95))).mean())
-    if o.init_from_config:
-        init = _init_from_config(lm, o.seed)
-        if init is not None:
-            res["null"]["init_from_config"] = {"per_layer": init, "mean": float(np.mean(init)),
-                                               "how": "the family's _init_weights on a fresh linear of each layer's shape"}
+    init = _init_from_config(lm, o.seed) if o.init_from_config else None
+    if init is not None:
+        res["null"]["init_from_config"] = {"per_layer": init, "mean": float(np.mean(init)),
+                                           "how": "the family's _init_weights on a fresh linear of each layer's shape"}
     if o.init_revision is not None:
-        init_lm = load_model(sess.name, o, revision=o.init_revision, weights_only=True)
-        try:
-            init_layers = _key_layer_stats(init_lm.adapter, [init_lm.adapter.key_weight(i)
-                                                             for i in range(init_lm.adapter.n_layers)])
-        finally:
-            init_lm.close()
-        m0 = np.array([x["mean"] for x in init_layers])
+        m0 = _init_revision(sess)
         res["null"]["init_revision"] = {"revision": o.init_revision, "per_layer": m0.tolist(), "mean": float(m0.mean())}
         res["summary"]["ratio_to_init_revision"] = float(means.mean() / m0.mean())
-    # named alternative (the authors' analyze_icl_sula): |cos| between key/value heads' key vectors
-    # (read from the mixed pool's pass, captured with keys, when the session runs that pass anyway)
+    # named alternative (the authors' analyze_icl_sula), when the session runs the mixed pool's pass anyway
     if ad.n_kv_heads > 1 and set(MIXED_POOL_USERS) & set(sess.analyses):
-        pool, cap = sess.pool("mixed")
-        idx = sess.selection("mixed")["indices"]
-        act = []
-        for i in range(ad.n_layers):
-            k = cap.keys[i][idx].reshape(len(idx), ad.n_kv_heads, ad.head_dim)
-            act.append(float(np.mean(mean_offdiag_abs_cosine(k))))
-        res["activation_variant"] = {
-            "definition": "final-token keys (pre-rotary), mean |cos| between the key/value heads, averaged over the "
-                          "stratified mixed prompts (the authors' analyze_icl_sula variant; not the paper's definition)",
-            "per_layer": act, "gaussian_null_d_head": gaussian_abs_cosine(ad.head_dim)}
+        res["activation_variant"] = _activation_variant(sess)
     return res
 
 

@@ -8,7 +8,7 @@ from windtunnel.analysis import Analysis
 from windtunnel.config import ConfigError
 from windtunnel.llm import plots, report
 from windtunnel.llm import sula as S
-from windtunnel.llm.capture import PromptCapture
+from windtunnel.llm.capture import Keep, PromptCapture
 from windtunnel.llm.session import Session, min_mean_max
 from windtunnel.llm.stats import pearson, single_threaded_blas
 from windtunnel.stats import pca_components, spearman
@@ -28,8 +28,8 @@ def _sula_sets(sess: Session) -> dict:
         # labels must not be carrier words (the CVC sweep would otherwise offer e.g. 'bad')
         four = S.single_token_labels(tok, o.sula_label_candidates, 4, exclude=set(CARRIER_WORDS))
         main, remap = tuple(four[:2]), tuple(four[2:])
-    sets = S.generate(o.sula_ks, o.sula_n_per_k, o.sula_alpha, main, o.seed, o.sula_controls, remap, o.mask_token)
-    return sets
+    return S.generate(S.Draws(o.sula_ks, o.sula_n_per_k, o.sula_alpha, o.seed), S.Wording(main, remap, o.mask_token),
+                      o.sula_controls)
 
 
 def label_ids(sess: Session, names) -> list[int]:
@@ -45,8 +45,8 @@ def sula_capture(sess: Session) -> tuple[dict, dict[str, PromptCapture]]:
             sets = {"main": sets["main"]}
         for name, s in sets.items():
             layers = list(range(sess.L)) if (all_layers and name == "main") else [sess.L - 1]
-            caps[name] = sess.run(s.texts, value_layers=layers, label_ids=label_ids(sess, s.labels),
-                                  residual=all_layers and name == "main")
+            caps[name] = sess.run(s.texts, Keep(value_layers=layers, label_ids=label_ids(sess, s.labels),
+                                                residual=all_layers and name == "main"))
         sess.captures["sula"] = caps  # type: ignore[assignment]
         sess.pools["sula_sets"] = sets
     return sess.pools["sula_sets"], sess.captures["sula"]  # type: ignore[return-value]

@@ -6,7 +6,7 @@ from windtunnel.analysis import Analysis
 from windtunnel.llm import plots, report
 from windtunnel.llm.capture import PromptCapture
 from windtunnel.llm.session import Session, min_mean_max
-from windtunnel.llm.stats import pca_report, variance_concentration
+from windtunnel.llm.stats import Resampling, pca_report, variance_concentration
 from windtunnel.stats import pca_components
 
 #: added to ``bootstrap_seed`` per prompt set, so that the mixed and the math sets are resampled
@@ -37,12 +37,13 @@ def manifold(sess: Session, which: str) -> dict:
     idx = sel["indices"]
     h = cap.next_entropy[idx]
     seed = o.bootstrap_seed + SET_SEED_OFFSET[which]  # each set resampled independently of the other
+    resampling = Resampling(o.n_bootstrap, o.n_null, seed)
     layers = {}
     for i in sess.manifold_layers():
         x = cap.values[i][idx]
         layers[str(i)] = {
-            "standardized": pca_report(x, h, True, o.n_bootstrap, seed, o.n_null, keep_boot=True),
-            "raw": pca_report(x, h, False, o.n_bootstrap, seed, o.n_null, keep_boot=True),
+            "standardized": pca_report(x, h, True, resampling, keep_boot=True),
+            "raw": pca_report(x, h, False, resampling, keep_boot=True),
             "variance_concentration": variance_concentration(x),
         }
     last = cap.values[sess.L - 1][idx]
