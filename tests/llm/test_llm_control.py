@@ -183,3 +183,14 @@ def test_the_single_model_command_replaces_a_control_of_other_settings(tiny_mode
     assert ctl["analyses"] == d["analyses"] == ["key_orthogonality", "attention_focusing"]
     with pytest.raises(ConfigError, match="other settings"):
         run_llm(model, ["key_orthogonality"], tmp_path, resume=True, plots=False, n_null=10)
+
+
+def test_a_control_without_the_shuffled_condition_leaves_sula_not_testable(tiny_run):
+    """A condition the model ran and its control did not is not compared: the SULA claim is not
+    testable, and says why (it raised KeyError: 'shuffled')."""
+    out, doc = tiny_run
+    control = json.loads((out / CONTROL_DIR / "init-seed1000003" / "llm.json").read_text())
+    trained = _clearly_trained(doc, control)
+    del control["results"]["sula"]["shared_per_prompt"]["shuffled"]
+    sula = _claims(judge(trained, [control]))["sula"]
+    assert sula["verdict"] == "not testable" and "shuffled" in sula["reason"]

@@ -76,7 +76,7 @@ def _sula_values(s: dict[str, np.ndarray], idx: dict[str, np.ndarray]) -> dict[s
     i = idx["main"]
     out = {"within_k": within_k(s["pc1"][i], -s["h_bayes"][i], s["k"][i])[0]}
     for cond in ("shuffled", "ablation_labels"):
-        if f"{cond}_pc1" in s and "main_pc1" in s:
+        if cond in idx and f"{cond}_pc1" in s and "main_pc1" in s:
             j = idx[cond]
             out[cond] = _separation(s["main_pc1"][i], s["main_k"][i], s[f"{cond}_pc1"][j], s[f"{cond}_k"][j])
     return out
@@ -96,8 +96,9 @@ def sula_differences(doc: dict, controls: list[dict], n_boot: int, seed: int = S
         return None
     if any(c["h_bayes"].shape != s["h_bayes"].shape or not np.allclose(c["h_bayes"], s["h_bayes"]) for c in cs):
         return None
+    # a condition is compared where the model and every control ran it (else its claim is not testable)
     full = {"main": np.arange(s["k"].size)} | {c: np.arange(s[f"{c}_k"].size) for c in ("shuffled", "ablation_labels")
-                                               if f"{c}_k" in s}
+                                               if all(f"{c}_k" in x and f"{c}_pc1" in x and "main_pc1" in x for x in (s, *cs))}
     point_t = _sula_values(s, full)
     point_c = [_sula_values(c, full) for c in cs]
     rng = np.random.default_rng(seed)
