@@ -53,6 +53,7 @@ import torch
 from windtunnel.engine.execution import cpu_cores
 from windtunnel.engine.jobs import pool_order
 from windtunnel.evaluate.evaluator import probe_metrics, sample_eval
+from windtunnel.provenance import provenance
 from windtunnel.scorecard.score import SCORECARD_LRS, Climb, ladder, scorecard_sweep
 from windtunnel.sweep import Execution
 from windtunnel.sweep.expand import expand
@@ -65,9 +66,6 @@ from windtunnel.train.config import load_profile
 from windtunnel.train.trainer import check_loss, evaluate_run, make_optimizer, train, train_step
 from windtunnel.tune.rules import keep_count
 from windtunnel.tune.search import SEARCH, TuneSpec, rung_steps
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from _provenance import provenance  # noqa: E402
 
 
 def timed(fn) -> float:
@@ -243,7 +241,7 @@ def main() -> None:
                               *(["--jobs", str(args.jobs)] if args.jobs else []),
                               *(["--validate", args.validate] if args.validate else [])])
         doc = {"title": f"What a full scorecard of {args.model} costs, priced from measured parts",
-               "provenance": provenance(command, args.concurrent,
+               "provenance": provenance(command, concurrent=args.concurrent,
                                         note=f"the command also prints each of the {len(runs)} runs' step, probe and "
                                              "evaluation times; only its summary lines are kept here"),
                "output": summary}

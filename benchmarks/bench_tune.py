@@ -23,21 +23,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+from windtunnel.provenance import provenance
 from windtunnel.sweep import Execution
 from windtunnel.sweep.primitives import task_metric, tune_configs
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.trainer import train
 from windtunnel.tune.search import SEARCH, TuneSpec, tune
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from _provenance import provenance  # noqa: E402
 
 
 def trained_steps(run_dir: Path) -> int:
@@ -62,7 +59,7 @@ def record(path: Path, args: argparse.Namespace, rows: list[tuple[str, float, in
                     f"{args.steps} steps, one thread, fresh folders): the default search "
                     f"{default[1] / single_wall:.2f}x one run in wall time, {default[2] / single_steps:.2f}x in "
                     "optimiser steps",
-           "provenance": provenance(command + (" --full" if args.full else ""), args.concurrent),
+           "provenance": provenance(command + (" --full" if args.full else ""), concurrent=args.concurrent),
            "columns": [{"key": k, "label": label} for k, label in (
                ("what", "what"), ("wall_time_s", "wall time (s)"), ("wall_runs", "x one run (wall)"),
                ("optimiser_steps", "optimiser steps"), ("steps_runs", "x one run (steps)"))],

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
 
 #: the shapes of paper3-offline's random models
 SHAPES = {"gpt_neox": {"family": "gpt_neox", "n_layers": 6, "d_model": 128, "n_heads": 8, "n_kv_heads": None},
@@ -65,11 +63,11 @@ def main() -> None:
     passed = [f"{r['model']}: {c}" for r in rows for c in CLAIMS if r[c] in ("holds", "partly")]
     print(f"{len(rows)} random models, {sum(counts.values())} verdicts: {dict(counts)}; held or partly: {passed or 'none'}")
     if args.record:
-        from _provenance import provenance
+        from windtunnel.provenance import provenance
 
         command = f"python benchmarks/llm_control_rules.py --out {args.out} --seeds {args.seeds} --record"
         record = {"title": "Paper III's claim rules on random-weight models, each against its control",
-                  "provenance": provenance(command, args.concurrent),
+                  "provenance": provenance(command, concurrent=args.concurrent, root=ROOT),
                   "analyses": ANALYSES, "options": OPTIONS, "shapes": SHAPES,
                   "columns": [{"key": "model", "label": "random model"}]
                   + [{"key": c, "label": c.replace("_", " ")} for c in CLAIMS]

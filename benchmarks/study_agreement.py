@@ -24,16 +24,13 @@ import argparse
 import datetime
 import functools
 import json
-import sys
 from pathlib import Path
 
+from windtunnel.provenance import provenance as record_provenance
+from windtunnel.sweep import Execution
+from windtunnel.sweep.markdown import _MARK
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from _provenance import head_commit, machine, portable  # noqa: E402
-
-from windtunnel.sweep import Execution  # noqa: E402
-from windtunnel.sweep.markdown import _MARK  # noqa: E402
 
 MIXERS = ["transformer", "mamba", "lstm", "mlp", "gru", "linear_attention", "deltanet", "swa_transformer", "hybrid"]
 #: each primitive's full-budget ladder, easiest rung first: (record under results/, column) per rung;
@@ -155,12 +152,9 @@ def analyse(root: Path, concurrent: str) -> dict:
                 "decided_early": sum(r["how"].startswith("decided") for r in rs)}
                for m in MIXERS if (rs := [r for r in cells if r["model"] == m])]
     agree = sum(r["agrees"] for r in cells)
-    provenance = {
-        "command": portable(f"python benchmarks/study_agreement.py run --root {root} && "
-                            f"python benchmarks/study_agreement.py analyse --root {root}"),
-        "commit": head_commit(), "date": datetime.date.today().isoformat(), "machine": machine(),
-        "concurrent": concurrent,
-    }
+    provenance = record_provenance(f"python benchmarks/study_agreement.py run --root {root} && "
+                                   f"python benchmarks/study_agreement.py analyse --root {root}",
+                                   concurrent=concurrent, root=ROOT, date=datetime.date.today().isoformat())
     title = (f"The decisive scorecard against mixers-quick's full-budget verdicts: {agree} of {len(cells)} cells "
              f"agree ({100 * agree / max(1, len(cells)):.1f}%)" + (f"; not yet scored: {', '.join(missing)}" if missing else ""))
     out = ROOT / "results" / "scorecard-agreement"

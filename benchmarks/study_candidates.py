@@ -20,17 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from importlib import resources
 from pathlib import Path
 
+from windtunnel.provenance import provenance
+from windtunnel.scorecard.score import SCORECARD_LRS
+from windtunnel.tune.search import DEFAULT_LRS
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from _provenance import provenance  # noqa: E402
-
-from windtunnel.scorecard.score import SCORECARD_LRS  # noqa: E402
-from windtunnel.tune.search import DEFAULT_LRS  # noqa: E402
 
 #: the study's criterion: a pick agrees when its final probe KL is within 2% of the winner's
 WITHIN = 0.02
@@ -117,8 +114,8 @@ def main() -> None:
     rates = committed()
     summary, per_case = study(cases, rates)
     names = list(candidate_sets(rates))
-    prov = provenance("python benchmarks/study_candidates.py", "trains nothing (reads results/search-study/study.json "
-                      "and the quick profiles' tuned blocks)")
+    prov = provenance("python benchmarks/study_candidates.py", root=ROOT,
+                      concurrent="trains nothing (reads results/search-study/study.json and the quick profiles' tuned blocks)")
     doc = {
         "title": "Candidate sets for a scorecard's search, each rate trained to the end: the sixteen reversals and "
                  "the committed rates",

@@ -376,10 +376,8 @@ def case_result(root: Path, case: dict) -> dict:
 def analyse(root: Path, out: Path, concurrent: str) -> dict:
     """Judge every case and write ``study.json``: a table record (a row per case) with the counts."""
     import datetime
-    import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from _provenance import head_commit, machine, portable
+    from windtunnel.provenance import portable, provenance
 
     recorded = json.loads((Path(__file__).resolve().parents[1] / "results" / "search-study" / "recorded.json").read_text())
     cases = [case_result(root, c) for c in recorded["cases"]]
@@ -415,12 +413,10 @@ def analyse(root: Path, out: Path, concurrent: str) -> dict:
         "agree": agree, "halving_agree": halving, "same_verdict": same_verdict,
         "settle_agree": settle_agree, "settle_cases": len(settled),
         "mean_cost_runs": cost,
-        "provenance": {
-            "command": portable(f"python benchmarks/study_search.py run --root {root} && "
-                                f"python benchmarks/study_search.py analyse --root {root}"),
-            "commit": head_commit(), "date": datetime.date.today().isoformat(), "machine": machine(),
-            "concurrent": concurrent,
-        },
+        "provenance": provenance(f"python benchmarks/study_search.py run --root {root} && "
+                                 f"python benchmarks/study_search.py analyse --root {root}",
+                                 concurrent=concurrent, root=Path(__file__).resolve().parents[1],
+                                 date=datetime.date.today().isoformat()),
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")

@@ -28,17 +28,15 @@ import math
 import os
 import random
 import sys
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from windtunnel.provenance import measuring, provenance
+from windtunnel.sweep.studies.keyframe_plan import BASE_STEPS
 
-import keyframe_study as study  # noqa: E402  (provenance)
+ROOT = Path(__file__).resolve().parents[1]
 
 AUTHORS = Path(os.environ.get("WINDTUNNEL_AUTHORS_DIR", ROOT.parent / "shared" / "bench" / "authors"))
-RESULTS = study.RESULTS / "authors"
+RESULTS = ROOT / "results" / "keyframe" / "authors"
 V, L = 20, 19
 PROTOCOL = {"batch_size": 64, "lr": 3e-3, "betas": (0.9, 0.999), "weight_decay": 0.01, "warmup": 100,
             "schedule": "cosine", "grad_clip": 1.0, "dim": 128, "n_layers": 3, "n_heads": 4}
@@ -171,24 +169,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--with-replacement", action="store_true", help="keys drawn with replacement (their default)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    steps = args.steps if args.steps is not None else study.BASE_STEPS * args.budget
+    steps = args.steps if args.steps is not None else BASE_STEPS * args.budget
     if steps < 1:
         raise SystemExit(f"--steps / --budget must give at least 1 step, got {steps}")
     job = f"authors-paired{'-repl' if args.with_replacement else ''}-" + (
         f"{args.budget}x" if args.steps is None else f"{steps}steps")
     record_at = sorted({0, *range(300, steps, 300), steps})
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    t0 = time.perf_counter()
-    with study.LoadMonitor() as load_:
+    with measuring() as measured:
         curve, n_params = train(steps, args.with_replacement, record_at)
     cmd = " ".join(["python scripts/keyframe_authors.py", *(argv if argv is not None else sys.argv[1:])])
     doc = {"job": job, "code": "the authors' src/models/tinygpt.py and src/data/bijection.py (../shared/bench/authors)",
            "format": "paired", "V": V, "L": L, "with_replacement": args.with_replacement, "steps": steps,
            "protocol": PROTOCOL, "n_params": n_params, "n_eval": N_EVAL, "seed": SEED, "curve": curve,
            "final": curve[-1],
-           "provenance": {"command": cmd, **study.git_commit(), "started": started,
-                          "wall_seconds": round(time.perf_counter() - t0, 1), "machine": study.machine(),
-                          "load_while_running": load_.summary()}}
+           "provenance": provenance(cmd, measured=measured, root=ROOT)}
     out = args.out or RESULTS / f"{job}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")

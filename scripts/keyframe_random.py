@@ -16,17 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from windtunnel.provenance import measuring, provenance
+from windtunnel.sweep.studies.keyframe_plan import SHAPE
 
-import keyframe_study as study  # noqa: E402  (provenance)
+ROOT = Path(__file__).resolve().parents[1]
 
 PAPER_RANDOM = 0.082  # Paper I v3 (summary C): the random value of the layer-0 key statistic
-SHAPES = {"paper": {"n_layers": 6, "n_heads": 6, "d_model": 192, "d_ffn": 768}, "study": study.SHAPE}
+SHAPES = {"paper": {"n_layers": 6, "n_heads": 6, "d_model": 192, "d_ffn": 768}, "study": SHAPE}
 MODELS = ("transformer", "tinygpt")
 #: the readings: (name, key-frame variant)
 READINGS = (("per head, raw", "tokens_raw"), ("per head, centred", "tokens_centred"),
@@ -81,17 +79,13 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(1)
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    t0 = time.perf_counter()
-    with study.LoadMonitor(every=5.0) as load:
+    with measuring(every=5.0) as measured:
         rows = [{"model": model, "shape": shape, **SHAPES[shape],
                  "readings": measure(model, SHAPES[shape], args.draws, args.mc_draws)}
                 for shape in SHAPES for model in MODELS]
     cmd = " ".join(["python scripts/keyframe_random.py", *(argv if argv is not None else sys.argv[1:])])
     doc = {"paper_random": PAPER_RANDOM, "rows": rows,
-           "provenance": {"command": cmd, **study.git_commit(), "started": started,
-                          "wall_seconds": round(time.perf_counter() - t0, 1), "machine": study.machine(),
-                          "load_while_running": load.summary()}}
+           "provenance": provenance(cmd, measured=measured, root=ROOT)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     print(f"layer-0 mean |off-diagonal cos| of the 20 key tokens' keys at initialisation; the paper's random: "

@@ -803,16 +803,10 @@ def machine_line(docs) -> str:
 
 
 def planned_jobs() -> list[str]:
-    """The study's plan (``scripts/keyframe_study.py``, beside this file), job names in order."""
-    import importlib.util
-    import sys
+    """The study's plan (:mod:`windtunnel.sweep.studies.keyframe_plan`), job names in order."""
+    from windtunnel.sweep.studies.keyframe_plan import PLAN, job_name
 
-    study = sys.modules.get("keyframe_study")
-    if study is None:
-        spec = importlib.util.spec_from_file_location("keyframe_study", Path(__file__).with_name("keyframe_study.py"))
-        study = sys.modules["keyframe_study"] = importlib.util.module_from_spec(spec)  # its dataclass needs it there
-        spec.loader.exec_module(study)
-    return [study.job_name(*job) for job in study.PLAN]
+    return [job_name(*job) for job in PLAN]
 
 
 def regime_figure(docs, authors, path: Path) -> Path:
@@ -873,7 +867,8 @@ def render(results: Path, page: Path, figures: Path, guide: Path | None = None) 
         "",
         "## How it was measured",
         "",
-        "Reproduce (one torch thread; jobs resume from `runs/keyframe/<job>`):",
+        "Reproduce (one torch thread a job; jobs resume from `runs/keyframe/<job>`; the study is the package's "
+        "`windtunnel.sweep.studies.keyframe`, whose jobs go through the job runner as a sweep's runs do):",
         "",
         "<!-- docs: fast; illustrative \"keyframe_study.py run\" (hours of CPU: 10-75 minutes a job on a shared core); "
         "illustrative \"keyframe_random.py\" (half a minute; section 1 shows what it wrote); illustrative "
@@ -881,6 +876,7 @@ def render(results: Path, page: Path, figures: Path, guide: Path | None = None) 
         "```bash",
         "python scripts/keyframe_study.py plan      # the jobs and which are done",
         "python scripts/keyframe_study.py run       # train + diagnose the missing ones -> results/keyframe/<job>.json",
+        "python scripts/keyframe_study.py run --jobs 2   # the same, two jobs at once (each in its own process)",
         "python scripts/keyframe_random.py          # the random value without training (seconds)",
         "python scripts/keyframe_authors.py         # the authors' own code (../shared/bench/authors)",
         "python scripts/keyframe_study.py render    # this page and docs/results/figures/keyframe_*.png",

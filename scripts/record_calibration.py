@@ -14,14 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "results"))
 from _tables import dump_json  # noqa: E402
+
+from windtunnel.provenance import provenance  # noqa: E402
 
 
 def curves(run: Path) -> tuple[str, dict]:
@@ -49,9 +49,9 @@ def record(paths: list[Path], command: str, concurrent: str, commit: str, title:
         models[name] = {"h_model": [round(v, 5) for v in c["h_model"]], "abs_dh": [round(v, 6) for v in c["abs_dh"]]}
     if not models:
         raise SystemExit("no run folder with an eval.json among the paths")
-    return {"title": title, "provenance": {
-        "command": command, "commit": commit, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": f"the project's 2-core CPU machine ({platform.machine()})", "concurrent": concurrent},
+    return {"title": title, "provenance": provenance(
+        command, concurrent=concurrent, root=ROOT, commit=commit or None,
+        machine=f"the project's 2-core CPU machine ({platform.machine()})"),
         "k": k, "h_bayes": h_bayes, "models": models}
 
 
@@ -64,8 +64,7 @@ def main() -> None:
     ap.add_argument("--commit", default="")
     ap.add_argument("--title", default="The main job's calibration: predictive entropy per position against Bayes")
     a = ap.parse_args()
-    commit = a.commit or subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    rec = record(a.runs, a.command, a.concurrent, commit, a.title)
+    rec = record(a.runs, a.command, a.concurrent, a.commit, a.title)
     a.out.write_text(dump_json(rec))
     print(f"{a.out}: {', '.join(rec['models'])}")
 

@@ -17,7 +17,7 @@ import json
 import re
 from pathlib import Path
 
-from _provenance import head_commit, machine, portable
+from windtunnel.provenance import provenance as record_provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,9 +51,9 @@ def main() -> None:
     summary = json.loads((args.folder / "summary.json").read_text())
     ended = args.time or args.folder / "summary.json"  # when the run ended (the comparison may be re-read later)
     stamp = datetime.datetime.fromtimestamp(ended.stat().st_mtime, datetime.timezone.utc)
-    provenance = {"command": portable(args.command or f"windtunnel llm --config {summary['name']} --out {args.folder}"),
-                  "commit": args.commit or head_commit(), "date": stamp.isoformat(timespec="seconds"),
-                  "machine": machine(), "concurrent": args.concurrent}
+    provenance = record_provenance(args.command or f"windtunnel llm --config {summary['name']} --out {args.folder}",
+                                   concurrent=args.concurrent, root=ROOT, commit=args.commit or None,
+                                   date=stamp.isoformat(timespec="seconds"))
     seconds = sum(r.get("seconds") or 0 for r in summary["rows"])
     provenance |= {"note": args.note} if args.note else {}
     provenance |= gnu_time(args.time) if args.time else {"wall_time": f"{seconds:.0f} s summed over the models' own timings"}

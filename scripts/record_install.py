@@ -24,8 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from _provenance import provenance  # noqa: E402
+sys.path.insert(0, str(ROOT / "src"))  # the checkout's package, installed or not
+
+from windtunnel.provenance import provenance  # noqa: E402
 
 TORCH = "torch==2.13.0"
 
@@ -82,7 +83,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "install" / "install.json")
     a = ap.parse_args()
     command = "python scripts/record_install.py" + ("" if a.extras == ap.get_default("extras") else f" --extras {a.extras}")
-    prov = provenance(command, a.concurrent, python=sys.version.split()[0], source=package_source())  # the wheel's commit
+    prov = provenance(command, concurrent=a.concurrent, root=ROOT, python=sys.version.split()[0],  # the wheel's commit
+                      source=package_source())
     rows, load = [], os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

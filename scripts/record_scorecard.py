@@ -16,8 +16,9 @@ import datetime
 import json
 from pathlib import Path
 
-from _provenance import head_commit, machine, portable
 from record_comparison import gnu_time
+
+from windtunnel.provenance import provenance as record_provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,11 +58,10 @@ def main() -> None:
     stamp = datetime.datetime.fromtimestamp((args.folder / "scorecard.json").stat().st_mtime, datetime.timezone.utc)
     runs = sum(1 for d in args.folder.iterdir() if (d / "config.json").is_file())
     command = args.command or f"/usr/bin/time -v windtunnel scorecard {doc['model']} --out {args.folder}"
-    provenance = {"command": portable(command),
-                  "commit": args.commit or head_commit(), "date": stamp.isoformat(timespec="seconds"),
-                  "machine": machine(), "concurrent": args.concurrent, **(gnu_time(args.time) if args.time else {}),
-                  "reference_source": doc.get("reference_source", "train"),
-                  "run_folders": f"{runs} (the searches' candidates and cooldown branches included)"}
+    provenance = record_provenance(command, concurrent=args.concurrent, root=ROOT, commit=args.commit or None,
+                                   date=stamp.isoformat(timespec="seconds"), **(gnu_time(args.time) if args.time else {}),
+                                   reference_source=doc.get("reference_source", "train"),
+                                   run_folders=f"{runs} (the searches' candidates and cooldown branches included)")
     timed = f": {provenance['wall_time']} wall" if args.time else " (not timed)"
     record = {"title": f"The scorecard of {doc['model']} ({doc['profile']} profile), every primitive, tuning included"
                        f"{timed}",

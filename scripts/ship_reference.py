@@ -16,9 +16,10 @@ import datetime
 import json
 from pathlib import Path
 
-from _provenance import head_commit, machine, portable
-
+from windtunnel.provenance import provenance
 from windtunnel.scorecard.reference import build_reference, shipped_path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
@@ -28,12 +29,11 @@ def main() -> None:
     ap.add_argument("--concurrent", default="nothing", help="what else ran on the machine meanwhile")
     ap.add_argument("--command", help="the command that trained the folder (default: the scorecard command above)")
     args = ap.parse_args()
-    commit = args.commit or head_commit()
-    command = portable(args.command or (f"windtunnel scorecard transformer --no-tune --full-ladder --no-early-stop "
-                                        f"--reference train --out {args.folder}"))
+    command = args.command or (f"windtunnel scorecard transformer --no-tune --full-ladder --no-early-stop "
+                               f"--reference train --out {args.folder}")
     stamp = datetime.datetime.fromtimestamp((args.folder / "summary.json").stat().st_mtime, datetime.timezone.utc)
-    data = build_reference(args.folder, {"commit": commit, "command": command, "date": stamp.date().isoformat(),
-                                         "machine": machine(), "concurrent": args.concurrent})
+    data = build_reference(args.folder, provenance(command, concurrent=args.concurrent, root=ROOT,
+                                                   commit=args.commit or None, date=stamp.date().isoformat()))
     out = Path(str(shipped_path(data.profile)))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data.model_dump(mode="json"), indent=1) + "\n")

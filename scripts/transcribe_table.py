@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "results"))
 from _tables import dump_json, parse_markdown_table, render_table  # noqa: E402
 
+from windtunnel.provenance import provenance as record_provenance  # noqa: E402
+
 MACHINE = "the project's 2-core CPU machine"
 _RULE = re.compile(r"^\s*\|[\s\-:|]+\|\s*$")
 
@@ -71,8 +73,8 @@ def section(path: str, sha: str, needle: str) -> str:
 
 def provenance(path: str, lines: list[str], command: str, concurrent: str = "not recorded") -> dict:
     sha, date = table_commit(path, lines[2:])
-    return {"command": command, "commit": sha, "date": date, "machine": MACHINE, "concurrent": concurrent,
-            "recorded_in": f"{path}, '{section(path, sha, lines[2])}', at commit {sha[:7]}"}
+    return record_provenance(command, concurrent=concurrent, root=ROOT, commit=sha, date=date, machine=MACHINE,
+                             recorded_in=f"{path}, '{section(path, sha, lines[2])}', at commit {sha[:7]}")
 
 
 def transcribe(path: str, line: int, *, command: str, concurrent: str = "not recorded", title: str = "") -> dict:

@@ -37,14 +37,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from datetime import datetime, timezone
 from pathlib import Path
+
+from windtunnel.provenance import machine_info, measuring, provenance
+from windtunnel.sweep.studies.keyframe_plan import ANALYSES, PROBE
+from windtunnel.sweep.studies.keyframe_record import summarise
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import keyframe_study as study  # noqa: E402  (the CPU study's extraction and provenance)
 from keyframe_render import frame_verdict, to_second  # noqa: E402
 
 PROFILES = {"paired": "paper", "sepvocab": "repo"}
@@ -83,9 +84,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--keys", default="profile", choices=tuple(KEYS),
                     help="keys drawn with or without replacement (profile: repo's with, paper's without)")
     ap.add_argument("--checkpoints", type=int, default=30)
-    ap.add_argument("--probe", type=int, default=study.PROBE["n_sequences"], help="probe sequences of the diagnostics")
+    ap.add_argument("--probe", type=int, default=PROBE["n_sequences"], help="probe sequences of the diagnostics")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "keyframe-gpu")
-    ap.add_argument("--results", type=Path, default=study.RESULTS / "gpu")
+    ap.add_argument("--results", type=Path, default=ROOT / "results" / "keyframe" / "gpu")
     args = ap.parse_args(argv)
 
     from windtunnel.geometry.diagnose import run_diagnostics
@@ -100,23 +101,18 @@ def main(argv: list[str] | None = None) -> None:
             repl = "-repl" if cfg.task_params.get("with_replacement", False) else ""
             job = f"{model}-{fmt}{repl}-{cfg.train.steps}"
             run_dir = args.out / job
-            started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            t0 = time.perf_counter()
             print(f"{job}: training {cfg.train.steps} steps ({PROFILES[fmt]} profile) in {run_dir}", flush=True)
-            with study.LoadMonitor() as load:
+            with measuring() as measured:
                 train(cfg, run_dir, progress=False)
-                diag = run_diagnostics(run_dir, study.ANALYSES, progress=False, n_sequences=args.probe,
-                                       seed=study.PROBE["seed"])
-            probe = {"n_sequences": args.probe, "seed": study.PROBE["seed"]}
-            doc = study.summarise(run_dir, diag, job=job, probe=probe, cell=f"{model}-{fmt}-paper-budget", budget=None,
-                                  seed=cfg.train.seed, factor="paper budget",
-                                  what=f"{model}, {fmt}{', keys with replacement' if repl else ''}, the "
-                                       f"{PROFILES[fmt]} profile's budget")
+                diag = run_diagnostics(run_dir, ANALYSES, progress=False, n_sequences=args.probe, seed=PROBE["seed"])
+            probe = {"n_sequences": args.probe, "seed": PROBE["seed"]}
+            doc = summarise(run_dir, diag, job=job, probe=probe, cell=f"{model}-{fmt}-paper-budget", budget=None,
+                            seed=cfg.train.seed, factor="paper budget",
+                            what=f"{model}, {fmt}{', keys with replacement' if repl else ''}, the "
+                                 f"{PROFILES[fmt]} profile's budget")
             cmd = " ".join(["python scripts/gpu/keyframe_paper_budget.py", *(argv if argv is not None else sys.argv[1:])])
-            doc["provenance"] = {"command": cmd, **study.git_commit(), "started": started,
-                                 "wall_seconds": round(time.perf_counter() - t0, 1),
-                                 "machine": {**study.machine(), "device": device_name(args.device)},
-                                 "load_while_running": load.summary()}
+            doc["provenance"] = provenance(cmd, measured=measured, root=ROOT,
+                                           machine={**machine_info(), "device": device_name(args.device)})
             (args.results / f"{job}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
             kf = doc["key_frame"]
             print(f"{job}: L0 raw {kf['tokens_raw']['mean'][0]:.3f} (random {kf['tokens_raw']['random'][0]:.3f}, "
