@@ -363,7 +363,7 @@ def test_wider_finalists_train_every_candidate_within_the_spread_to_the_end_and_
 
 def test_a_candidate_counts_as_finished_only_at_its_end_or_decided_under_the_searchs_own_rule(tmp_path):
     from windtunnel.train.decide import Decision
-    from windtunnel.tune.search import _reached
+    from windtunnel.tune.candidates import reached as _reached
 
     config, run = tiny(), RunDir(tmp_path / "run")
     assert not _reached(run.path, config, None, None) and not _reached(run.path, config, 10, None)
