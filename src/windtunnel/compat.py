@@ -186,3 +186,82 @@ def install_moved_modules() -> None:
     ``__init__`` calls it)."""
     if not any(isinstance(f, MovedModules) for f in sys.meta_path):
         sys.meta_path.append(MovedModules())
+
+
+# ---------------------------------------------------------------------------------------
+# Issue 55, one config tree (helper wt55a): a scorecard's search settings nested, and the
+# keywords grouped in small configs
+# ---------------------------------------------------------------------------------------
+#: a ScorecardRequest's learning-rate search settings, given flat before they were nested in its
+#: ``lr_search`` (``full`` and ``halving`` were flat ``search`` values before that)
+SCORECARD_SEARCH_KEYS = ("search", "lrs", "settle", "finalists")
+
+
+def scorecard_search(data: Any) -> Any:
+    """A ``ScorecardRequest``'s input with its search settings flat (``search``, ``lrs``, ``settle``,
+    ``finalists``; the older ``full`` and ``halving`` booleans read as ``search``): moved into
+    ``lr_search``, with a deprecation warning. Goes in :data:`REMOVED_IN`."""
+    if not isinstance(data, dict) or not data.keys() & {*SCORECARD_SEARCH_KEYS, "full", "halving"}:
+        return data
+    data = dict(data)
+    flat = {k: data.pop(k) for k in SCORECARD_SEARCH_KEYS if k in data}
+    given = list(flat)  # the flat keys given (full and halving warn on their own)
+    if {"full", "halving"} & data.keys():
+        full, halving = bool(data.pop("full", False)), bool(data.pop("halving", False))
+        old = "halving" if halving else "full" if full else "annealed"
+        if full and halving:
+            raise ValueError("full and halving: choose one search (search = full, annealed or halving)")
+        if flat.get("search", old) != old:
+            raise ValueError(f"search = {flat['search']!r} and the old flags full = {full}, halving = {halving} "
+                             "disagree: give search alone")
+        flat["search"] = old
+        warnings.warn("ScorecardRequest's full and halving are deprecated: lr_search.search = 'full', 'annealed' or "
+                      "'halving' (removed in 0.6)", DeprecationWarning, stacklevel=2)
+    nested = data.get("lr_search") or {}
+    nested = dict(nested.model_dump(exclude_unset=True) if hasattr(nested, "model_dump") else nested)
+    both = sorted(flat.keys() & nested.keys())
+    if both:
+        raise ValueError(f"{', '.join(both)}: given flat and in lr_search; give lr_search alone")
+    if given:
+        deprecated(f"ScorecardRequest({'=..., '.join(given)}=...)", "ScorecardRequest(lr_search={"
+                   + ", ".join(f"{k!r}: ..." for k in given) + f"}}) (the flat keys go in {REMOVED_IN})", stacklevel=3)
+    return {**data, "lr_search": {**nested, **flat}}
+
+
+def moved_to(section: str, name: str) -> property:
+    """The attribute of a field moved into the nested config ``section``, read under its old name
+    with a deprecation warning (``request.search``: ``request.lr_search.search``). Goes in
+    :data:`REMOVED_IN`."""
+
+    def read(self: Any) -> Any:
+        cls = type(self).__name__
+        deprecated(f"{cls}.{name}", f"{cls}.{section}.{name} (the old name goes in {REMOVED_IN})")
+        return getattr(getattr(self, section), name)
+
+    return property(read, doc=f"Deprecated: ``{section}.{name}``.")
+
+
+#: the keywords each function took before they were grouped in one config (``legacy_group``)
+GROUPED_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "scorecard_sweep": ("tuned", "train_reference", "decide_early", "model_sets"),
+    "scorecard_doc": ("out", "tuned", "overrides", "skipped", "reference"),
+}
+
+
+def legacy_group(where: str, group: Any, legacy: dict[str, Any], build: Callable[..., Any]) -> Any:
+    """``group`` (an instance of ``build``, a small config of a function's related keywords), or
+    one built from the keywords ``where`` took before it (:data:`GROUPED_KEYWORDS`; a value in
+    its place that is not one is the first of them, given by position), with a deprecation
+    warning; the keywords go in :data:`REMOVED_IN`."""
+    names = GROUPED_KEYWORDS[where]
+    if group is not None and not isinstance(group, build):
+        legacy, group = {names[0]: group, **legacy}, None
+    unknown = legacy.keys() - set(names)
+    if unknown:
+        raise TypeError(f"{where}() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    if not legacy:
+        return group if group is not None else build()
+    if group is not None:
+        raise TypeError(f"{where}(): give {build.__name__}(...) or the keywords it replaces, not both")
+    deprecated(f"{where}({'=..., '.join(legacy)}=...)", f"{where}(..., {build.__name__}(...))", stacklevel=4)
+    return build(**legacy)

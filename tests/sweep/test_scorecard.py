@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from windtunnel.cli import app
 from windtunnel.config import ConfigError
 from windtunnel.geometry.diagnose import run_diagnostics
-from windtunnel.scorecard.score import PRIMITIVES, scorecard_doc, scorecard_sweep
+from windtunnel.scorecard.score import PRIMITIVES, ScorecardRuns, scorecard_doc, scorecard_sweep
 from windtunnel.sweep import expand
 from windtunnel.sweep.config import load_sweep
 from windtunnel.train.config import load_profile, tuned_train
@@ -67,11 +67,35 @@ def test_the_ladders_are_rungs_of_each_tunnels_own_parameters():
     hmm3 = next(r.config for r in runs if r.experiment == "hmm@S3_O3" and r.config.model == "mamba")
     assert (hmm3.task_params["S"], hmm3.task_params["O"], hmm3.task_params["K"]) == (3, 3, 20)
     # a tuned learning rate reaches that model's runs on every rung of its tunnel, and no other's
-    tuned = expand(scorecard_sweep("mamba", primitives=["transport"], tuned={"hmm": {"mamba": {"train.lr": 3.16e-4}}}))
+    point = {"hmm": {"mamba": {"train.lr": 3.16e-4}}}
+    tuned = expand(scorecard_sweep("mamba", primitives=["transport"], runs=ScorecardRuns(point)))
     prof = load_profile("quick", "hmm")  # the transformer at the rate its profile gives it
     assert {(r.config.model, r.config.train.lr) for r in tuned} == {
         ("mamba", 3.16e-4), ("transformer", {**prof["train"], **tuned_train(prof, "transformer")}["lr"])}
     assert len(tuned) == 6
+
+
+def test_scorecard_sweep_and_doc_take_their_old_keywords_with_a_warning(tmp_path):
+    """scorecard_sweep's tuned, train_reference, decide_early and model_sets are ScorecardRuns now,
+    scorecard_doc's out, tuned, overrides, skipped and reference ScorecardProvenance: the keywords
+    (and the old positional place of the first) still give the same sweep and document."""
+    from windtunnel.scorecard.score import ScorecardProvenance, ScorecardRuns
+
+    point = {"hmm": {"mamba": {"train.lr": 3.16e-4}}}
+    new = scorecard_sweep("mamba", "quick", 1, ["transport"], True, ScorecardRuns(point, decide_early=True))
+    with pytest.warns(DeprecationWarning, match=r"scorecard_sweep\(tuned=..., decide_early=...\) is deprecated"):
+        assert scorecard_sweep("mamba", primitives=["transport"], tuned=point, decide_early=True) == new
+    with pytest.warns(DeprecationWarning, match="scorecard_sweep"):  # tuned in its old place
+        assert scorecard_sweep("mamba", "quick", 1, ["transport"], True, point, decide_early=True) == new
+    with pytest.raises(TypeError, match="not both"):
+        scorecard_sweep("mamba", runs=ScorecardRuns(point), decide_early=True)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        scorecard_sweep("mamba", seed=1)
+    summary = {"finished": 0, "n_runs": 6, "missing": [], "primitives": {}}
+    doc = scorecard_doc(summary, new, "mamba", ScorecardProvenance(tmp_path, skipped={"hmm@S2_O2"}, reference="none"))
+    with pytest.warns(DeprecationWarning, match="scorecard_doc"):
+        assert scorecard_doc(summary, new, "mamba", tmp_path, skipped={"hmm@S2_O2"}, reference="none") == doc
+    assert doc["reference_source"] == "none" and doc["ladder"]["transport"][0]["needed"] is False
 
 
 def test_scorecard_json_reads_every_rung_and_the_highest_realised():
@@ -221,15 +245,16 @@ def test_the_scorecards_search_takes_the_finalists_spread_and_refuses_it_without
     from windtunnel.scorecard.score import ScorecardRequest
     from windtunnel.tune.search import SEARCH
 
-    annealed = {"model": "gru", "search": "annealed"}
+    annealed = {"model": "gru", "lr_search": {"search": "annealed"}}
     assert ScorecardRequest.build(annealed).search_spec("kl_bayes_model").finalists == SEARCH["finalists"]
-    assert ScorecardRequest.build({**annealed, "finalists": 0.3}).search_spec("kl_bayes_model").finalists == 0.3
-    with pytest.raises(ConfigError, match="finalists = 0.3: .*search = halving has no such comparison"):
-        ScorecardRequest.build({"model": "gru", "finalists": 0.3, "search": "halving"})
-    with pytest.raises(ConfigError, match="finalists = 0.3: .*search = full has no such comparison"):
-        ScorecardRequest.build({"model": "gru", "finalists": 0.3})
-    with pytest.raises(ConfigError, match="finalists = 0.3: .*no search"):
-        ScorecardRequest.build({**annealed, "finalists": 0.3, "tune": False})
+    wider = {"model": "gru", "lr_search": {"search": "annealed", "finalists": 0.3}}
+    assert ScorecardRequest.build(wider).search_spec("kl_bayes_model").finalists == 0.3
+    with pytest.raises(ConfigError, match="lr_search: finalists = 0.3: .*the plain halving.* has no such comparison"):
+        ScorecardRequest.build({"model": "gru", "lr_search": {"finalists": 0.3, "search": "halving"}})
+    with pytest.raises(ConfigError, match="lr_search: finalists = 0.3: .*the full search .* has no such comparison"):
+        ScorecardRequest.build({"model": "gru", "lr_search": {"finalists": 0.3}})
+    with pytest.raises(ConfigError, match=r"lr_search.finalists = 0.3: .*tune = false \(no search\) runs none"):
+        ScorecardRequest.build({**wider, "tune": False})
     assert SEARCH["finalists"] == 0.15
     res = CliRunner().invoke(app, ["scorecard", "gru", "--search", "full", "--finalists", "0.3", "--out",
                                    str(tmp_path / "no")])
@@ -246,14 +271,15 @@ def test_the_scorecards_default_search_trains_the_three_central_rates_to_the_end
     assert spec.full and spec.decide_early and spec.grid == {"train.lr": [1e-3, 3.16e-3, 1e-2]} == {
         "train.lr": SCORECARD_LRS}
     assert set(SCORECARD_LRS) < set(DEFAULT_LRS)
-    spec = ScorecardRequest.build({"model": "gru", "search": "annealed", "lrs": [1e-3, 1e-2]}).search_spec("accuracy")
+    two = {"model": "gru", "lr_search": {"search": "annealed", "lrs": [1e-3, 1e-2]}}
+    spec = ScorecardRequest.build(two).search_spec("accuracy")
     assert not spec.full and spec.guard == 0.5 and spec.grid == {"train.lr": [1e-3, 1e-2]}
-    assert not ScorecardRequest.build({"model": "gru", "search": "halving"}).search_spec("accuracy").guard
+    assert not ScorecardRequest.build({"model": "gru", "lr_search": {"search": "halving"}}).search_spec("accuracy").guard
     for bad, why in (([0.0], "positive"), ([1e-3, 1e-3], "distinct"), ([], "at least 1")):
         with pytest.raises(ConfigError, match=why):
-            ScorecardRequest.build({"model": "gru", "lrs": bad})
-    with pytest.raises(ConfigError, match="tune = false runs none"):
-        ScorecardRequest.build({"model": "gru", "lrs": [1e-3], "tune": False})
+            ScorecardRequest.build({"model": "gru", "lr_search": {"lrs": bad}})
+    with pytest.raises(ConfigError, match=r"lr_search.lrs = \[0.001\]: .*tune = false \(no search\) runs none"):
+        ScorecardRequest.build({"model": "gru", "lr_search": {"lrs": [1e-3]}, "tune": False})
 
 
 def test_the_old_search_flags_read_as_search_with_a_warning():
@@ -261,11 +287,52 @@ def test_the_old_search_flags_read_as_search_with_a_warning():
 
     for old, new in (({"full": True}, "full"), ({"halving": True}, "halving"), ({"full": False}, "annealed")):
         with pytest.warns(DeprecationWarning, match="search = "):
-            assert ScorecardRequest.build({"model": "gru", **old}).search == new
+            assert ScorecardRequest.build({"model": "gru", **old}).lr_search.search == new
     with pytest.raises(ConfigError, match="choose one search"):
         ScorecardRequest.build({"model": "gru", "full": True, "halving": True})
     with pytest.raises(ConfigError, match="disagree"):
         ScorecardRequest.build({"model": "gru", "full": True, "search": "annealed"})
+
+
+def test_the_flat_search_settings_of_a_scorecard_request_read_into_lr_search_with_a_warning():
+    """Before ``lr_search``, a ScorecardRequest took its search settings flat: they still load (and
+    read back under their old names), each with a DeprecationWarning, into the same request."""
+    from windtunnel.scorecard.score import ScorecardRequest, ScorecardSearch
+
+    flat = {"model": "gru", "search": "annealed", "lrs": [1e-3, 1e-2], "settle": False, "finalists": 0.3}
+    with pytest.warns(DeprecationWarning, match=r"ScorecardRequest\(search=\.\.\., lrs=.*lr_search="):
+        old = ScorecardRequest.build(flat)
+    nested = ScorecardRequest.build({"model": "gru", "lr_search": {k: v for k, v in flat.items() if k != "model"}})
+    assert old == nested and old.search_spec("accuracy") == nested.search_spec("accuracy")
+    assert old.lr_search == ScorecardSearch(search="annealed", lrs=[1e-3, 1e-2], settle=False, finalists=0.3)
+    for name in ("search", "lrs", "settle", "finalists"):
+        with pytest.warns(DeprecationWarning, match=f"ScorecardRequest.{name} is deprecated; use "
+                                                    f"ScorecardRequest.lr_search.{name}"):
+            assert getattr(old, name) == flat[name]
+    with pytest.raises(ConfigError, match="lrs: given flat and in lr_search"):
+        ScorecardRequest.build({"model": "gru", "lrs": [1e-3], "lr_search": {"lrs": [1e-2]}})
+    with pytest.warns(DeprecationWarning):  # the rest of lr_search stays
+        assert ScorecardRequest.build({"model": "gru", "lrs": [1e-3], "lr_search": {"search": "halving"}}).lr_search \
+            == ScorecardSearch(search="halving", lrs=[1e-3])
+
+
+def test_the_scorecard_and_tune_share_one_search_settings_model():
+    """``ScorecardSearch`` is ``SearchSettings`` with the scorecard's defaults (every rate to the end,
+    settled where annealed); both make their TuneSpec the same way, and ``windtunnel tune`` takes
+    the scorecard's search options (--search, --lrs) as well as its own --full and --halving."""
+    from windtunnel.scorecard.score import ScorecardSearch
+    from windtunnel.tune.settings import SEARCH, SearchSettings, TuneSpec
+
+    assert issubclass(ScorecardSearch, SearchSettings)
+    assert (ScorecardSearch().search, ScorecardSearch().settle) == ("full", True)
+    assert (SearchSettings().search, SearchSettings().settle) == ("annealed", False)
+    assert SearchSettings().spec() == TuneSpec(**SEARCH)
+    assert SearchSettings(search="halving").spec(lrs=[1e-3]) == TuneSpec(grid={"train.lr": [1e-3]})
+    assert SearchSettings(search="full", lrs=[1e-2]).spec(lrs=[1e-3]) == TuneSpec(full=True, grid={"train.lr": [1e-2]})
+    with pytest.raises(ConfigError, match="give the learning rates once"):
+        SearchSettings(lrs=[1e-3]).named(grid={"train.lr": [1e-2]})
+    with pytest.raises(ConfigError, match="finalists = 0.3: .*the full search"):
+        SearchSettings.build({"search": "full", "finalists": 0.3})
 
 
 def test_the_scorecards_lrs_option_is_checked_before_anything_runs(tmp_path):

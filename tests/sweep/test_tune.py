@@ -20,6 +20,7 @@ from windtunnel.tune.outputs import tune_markdown
 from windtunnel.tune.rules import cautions, curriculum_cautions
 from windtunnel.tune.rules import rank_key as _rank_key
 from windtunnel.tune.search import Candidate, TuneRequest, TuneSpec, probe_at, rung_steps, tune, tune_many
+from windtunnel.tune.settings import SEARCH
 
 
 def tiny(**train_fields) -> RunConfig:
@@ -358,12 +359,36 @@ def test_wider_finalists_train_every_candidate_within_the_spread_to_the_end_and_
     assert (plain.cooldown, plain.guard, plain.keep_ties, plain.finalists) == (0.0, None, False, 0.02)
     res = CliRunner().invoke(app, ["tune", "bijection", "transformer", "--full", "--finalists", "0.15",
                                    "--out", str(tmp_path / "x")])
-    assert res.exit_code != 0 and "--finalists 0.15" in res.output and "--full" in res.output
+    assert res.exit_code != 0 and "finalists = 0.15" in res.output and "the full search" in res.output
+
+
+def test_tune_takes_the_scorecards_search_options_beside_its_own(monkeypatch, tmp_path):
+    """``windtunnel tune`` names its search with --search as the scorecard does (--full and --halving
+    are its short forms), takes --lrs for the grid's learning rates, and --settle / --no-settle."""
+    from windtunnel.cli import runs
+
+    seen = []
+    monkeypatch.setattr(runs, "_tune", lambda request, out, how: seen.append(request.spec))
+    calls = [["--halving"], ["--search", "halving"], ["--full"], ["--search", "full"], [], ["--search", "annealed"],
+             ["--lrs", "1e-3,1e-2"], ["--grid", "train.lr=1e-3,1e-2"], ["--no-settle"],
+             ["--settle", "--finalists", "0.3", "--cooldown", "0.5"], ["--halving", "--cooldown", "0.5"]]
+    for args in calls:
+        res = CliRunner().invoke(app, ["tune", "hmm", "gru", "--out", str(tmp_path), *args])
+        assert res.exit_code == 0, res.output
+    halving, halving2, full, full2, annealed, annealed2, lrs, grid, unsettled, wider, plain = seen
+    assert halving == halving2 == plain == TuneSpec()
+    assert full == full2 == TuneSpec(full=True) and annealed == annealed2 == unsettled == TuneSpec(**SEARCH)
+    assert lrs == grid == TuneSpec(**SEARCH, grid={"train.lr": [1e-3, 1e-2]})
+    assert wider == TuneSpec(**{**SEARCH, "finalists": 0.3, "cooldown": 0.5, "settle": True})
+    for args, why in ((["--full", "--halving"], "choose one search"), (["--halving", "--finalists", "0.3"], "finalists = 0.3"),
+                      (["--lrs", "1e-3", "--grid", "train.lr=1e-2"], "give the learning rates once")):
+        res = CliRunner().invoke(app, ["tune", "hmm", "gru", "--out", str(tmp_path), *args])
+        assert res.exit_code == 2 and why in res.output, res.output
 
 
 def test_a_candidate_counts_as_finished_only_at_its_end_or_decided_under_the_searchs_own_rule(tmp_path):
     from windtunnel.train.decide import Decision
-    from windtunnel.tune.search import _reached
+    from windtunnel.tune.candidates import reached as _reached
 
     config, run = tiny(), RunDir(tmp_path / "run")
     assert not _reached(run.path, config, None, None) and not _reached(run.path, config, 10, None)

@@ -34,6 +34,21 @@ Reuse = Annotated[list[Path], typer.Option("--reuse", help=(
     "trained again (the same folder name and config); repeat it for several"))]
 JsonOut = Annotated[bool, typer.Option("--json", help="print one JSON document")]
 
+# The learning-rate search's options (windtunnel.tune.settings.SearchSettings), shared by `windtunnel scorecard`
+# and `windtunnel tune` (each with its own defaults).
+Search = Annotated[str, typer.Option("--search", help=(
+    "how the learning rate is searched: full (every candidate trained to the end, the best at the end wins), "
+    "annealed (annealed comparisons with the plateau guard) or halving (the plain successive halving)"))]
+Lrs = Annotated[str | None, typer.Option("--lrs", help=(
+    "the learning rates searched, comma-separated (default: 1e-3,3.16e-3,1e-2 for scorecard, the five of --grid for "
+    "tune)"))]
+Settle = Annotated[bool, typer.Option("--settle/--no-settle", help=(
+    "--search annealed: train to the end the rates the search could not rule out (stopped while every rate was on "
+    "the plateau), so that no verdict is left with a ?; --no-settle: the faster search that leaves them marked ?"))]
+Finalists = Annotated[float | None, typer.Option("--finalists", help=(
+    "--search annealed: every rate within this relative spread of the leader at its last comparison trains to the "
+    "end (default 0.15)"))]
+
 
 def fail(message: str, code: int = 2) -> None:
     typer.echo(f"error: {message}", err=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -12,12 +13,16 @@ from windtunnel.cli.common import (
     SET_HELP,
     Address,
     Backend,
+    Finalists,
     Jobs,
     Log,
+    Lrs,
     Profile,
     Quiet,
     Reuse,
+    Search,
     Sets,
+    Settle,
     _run_errors,
     app,
     execution,
@@ -164,48 +169,67 @@ def sweep(
     _run_errors(go)
 
 
+# The options of `windtunnel scorecard` alone (those it shares with `tune` are in windtunnel.cli.common).
+Primitives = Annotated[str | None, typer.Option("--primitives", help=(
+    "comma-separated subset of accumulation, transport, binding, continuous, sula, continuous_transport, counting, "
+    "revision"))]
+Rungs = Annotated[bool, typer.Option("--rungs/--no-rungs", help=(
+    "score the rungs of each tunnel's difficulty ladder, or only the profile's own setting"))]
+FullLadder = Annotated[bool, typer.Option("--full-ladder", help=(
+    "every rung of every ladder (default: search each ladder from the profile's own rung, up while realised, down "
+    "while not)"))]
+Tune = Annotated[bool, typer.Option("--tune/--no-tune", help=(
+    "tune the learning rate (windtunnel tune) of every model whose profile commits none for a tunnel; --no-tune: the "
+    "profile's lr"))]
+OldFull = Annotated[bool, typer.Option("--full", hidden=True, help="deprecated: --search full (the default)")]
+OldHalving = Annotated[bool, typer.Option("--halving", hidden=True, help="deprecated: --search halving")]
+EarlyStop = Annotated[bool, typer.Option("--early-stop/--no-early-stop", help=(
+    "stop a run once its probe and its full evaluation agree that the primitive is realised"))]
+Reference = Annotated[str, typer.Option("--reference", help=(
+    "the transformer beside the model: auto (shipped where the profile ships it for these runs, else train), shipped "
+    "(the package's results), train, none, or a folder holding its runs"))]
+ModelSet = Annotated[list[str], typer.Option("--model-set", help=(
+    "field=value for the scored model's runs alone, on every tunnel, or TUNNEL.field=value on one (e.g. --model-set "
+    "n_layers=2 --model-set sula.n_layers=1); --set sets every run"))]
+DryRun = Annotated[bool, typer.Option("--dry-run", help=(
+    "print the capacity pre-flight and the planned runs; train and write nothing"))]
+
+
+def search_settings(search: str, lrs: str | None, settle: bool, finalists: float | None, full: bool = False,
+                    halving: bool = False) -> dict[str, Any]:
+    """The search options of ``scorecard`` and ``tune`` as the fields of
+    :class:`~windtunnel.tune.settings.SearchSettings` (which checks them): ``--full`` and
+    ``--halving`` name the search as ``--search full`` and ``--search halving`` do."""
+    if full and halving:
+        raise ConfigError("--full and --halving: choose one search (--search full, annealed or halving)")
+    return {"search": "halving" if halving else "full" if full else search, "settle": settle, "finalists": finalists,
+            "lrs": floats_option(lrs, "--lrs", "1e-3,3.16e-3,1e-2")}
+
+
 @app.command()
 def scorecard(
     model: str = typer.Argument(..., help="a registered architecture, or package.module:Class for your own (imports it)"),
     profile: str = typer.Option("quick", "--profile", help="run profile: quick (paper1-quick's budget, 2 CPU cores) or paper"),
     seeds: int = typer.Option(1, "--seeds", min=1, max=100, help="seeds 0..N-1 per run"),
-    primitives: str | None = typer.Option(
-        None, "--primitives", help="comma-separated subset of accumulation, transport, binding, continuous, sula, "
-        "continuous_transport, counting, revision"),
+    primitives: Primitives = None,
     out: Path | None = typer.Option(None, "--out", help="folder (default runs/sweep-scorecard-<model>-<hash>)"),
     backend: str = typer.Option("local", "--backend", help="local or ray (the model's module must be importable on the workers)"),
     address: Address = None,
     jobs: Jobs = None,
     overrides: Sets = (),
-    rungs: bool = typer.Option(True, "--rungs/--no-rungs", help="score the rungs of each tunnel's difficulty ladder, "
-                               "or only the profile's own setting"),
-    full_ladder: bool = typer.Option(False, "--full-ladder", help="every rung of every ladder (default: search each "
-                                     "ladder from the profile's own rung, up while realised, down while not)"),
-    tune: bool = typer.Option(True, "--tune/--no-tune", help="tune the learning rate (windtunnel tune) of every model "
-                              "whose profile commits none for a tunnel; --no-tune: the profile's lr"),
-    search: str = typer.Option("full", "--search", help="how the learning rate is searched: full (every candidate "
-                               "trained to the end, the best at the end wins), annealed (annealed comparisons with the "
-                               "plateau guard) or halving (the plain successive halving)"),
-    lrs: str | None = typer.Option(None, "--lrs", help="the learning rates searched, comma-separated (default "
-                                   "1e-3,3.16e-3,1e-2)"),
-    full: bool = typer.Option(False, "--full", hidden=True, help="deprecated: --search full (the default)"),
-    settle: bool = typer.Option(True, "--settle/--no-settle", help="--search annealed: train to the end the rates the "
-                                "search could not rule out (stopped while every rate was on the plateau), so that no "
-                                "verdict is left with a ?; --no-settle: the faster search that leaves them marked ?"),
-    halving: bool = typer.Option(False, "--halving", hidden=True, help="deprecated: --search halving"),
-    finalists: float | None = typer.Option(None, "--finalists", help="--search annealed: every rate within this "
-                                           "relative spread of the leader at its last comparison trains to the end "
-                                           "(default 0.15)"),
-    early_stop: bool = typer.Option(True, "--early-stop/--no-early-stop", help="stop a run once its probe and its full "
-                                    "evaluation agree that the primitive is realised"),
-    reference: str = typer.Option("auto", "--reference", help="the transformer beside the model: auto (shipped where "
-                                  "the profile ships it for these runs, else train), shipped (the package's results), "
-                                  "train, none, or a folder holding its runs"),
-    model_sets: list[str] = typer.Option([], "--model-set", help="field=value for the scored model's runs alone, "
-                                         "on every tunnel, or TUNNEL.field=value on one (e.g. --model-set n_layers=2 "
-                                         "--model-set sula.n_layers=1); --set sets every run"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="print the capacity pre-flight and the planned runs; train "
-                                 "and write nothing"),
+    rungs: Rungs = True,
+    full_ladder: FullLadder = False,
+    tune: Tune = True,
+    search: Search = "full",
+    lrs: Lrs = None,
+    full: OldFull = False,
+    settle: Settle = True,
+    halving: OldHalving = False,
+    finalists: Finalists = None,
+    early_stop: EarlyStop = True,
+    reference: Reference = "auto",
+    model_sets: ModelSet = (),
+    dry_run: DryRun = False,
     quiet: Quiet = False,
     trackers: Log = (),
     reuse: Reuse = (),
@@ -221,15 +245,7 @@ def scorecard(
     `windtunnel report DIR` to redraw the page. First it sizes MODEL on every tunnel (the capacity
     pre-flight, printed); a tunnel it cannot be matched on is left out ("not scored: capacity").
     """
-    from windtunnel.report.page import write_report
-    from windtunnel.scorecard.preflight import preflight_lines
-    from windtunnel.scorecard.score import (
-        SCORECARD_FILE,
-        ScorecardRequest,
-        plan_scorecard,
-        run_scorecard,
-        scorecard_lines,
-    )
+    from windtunnel.scorecard.score import ScorecardRequest
 
     def go():
         how = execution(backend, address, jobs, trackers, reuse, quiet)
@@ -238,54 +254,77 @@ def scorecard(
             typer.echo(f"note: --{'halving' if halving else 'full'} is deprecated: "
                        f"--search {'halving' if halving else 'full'}", err=True)
         request = ScorecardRequest.build(dict(model=model, profile=profile, seeds=seeds, primitives=chosen, rungs=rungs,
-                                              full_ladder=full_ladder, tune=tune, settle=settle, finalists=finalists,
-                                              search="halving" if halving else "full" if full else search,
-                                              lrs=floats_option(lrs, "--lrs", "1e-3,3.16e-3,1e-2"),
-                                              early_stop=early_stop, reference=reference,
-                                              overrides=list(overrides), model_sets=list(model_sets)),
+                                              full_ladder=full_ladder, tune=tune, early_stop=early_stop,
+                                              lr_search=search_settings(search, lrs, settle, finalists, full, halving),
+                                              reference=reference, overrides=list(overrides), model_sets=list(model_sets)),
                                          where="scorecard")
-        if request.reference == "auto" and request.model != "transformer" and (why := request.auto_reason()):
-            typer.echo(f"note: {why}: the transformer is trained beside {model} (as --reference train)")
-        plan = plan_scorecard(request)
-        if dry_run:
-            echo_lines(plan.lines(out))
-            return
-        echo_lines(preflight_lines(plan.sizings))
-        result = run_scorecard(request, out, how, plan)
-        paths = write_report(result.out)
-        typer.echo("")
-        echo_lines(scorecard_lines(result.doc))
-        typer.echo(f"written: {result.out / SCORECARD_FILE}, {paths['html']}")
+        _score(request, out, how, dry_run)
 
     _run_errors(go)
+
+
+def _score(request, out: Path | None, how, dry_run: bool) -> None:
+    """``windtunnel scorecard`` of ``request``: the pre-flight, then the plan (``dry_run``) or the
+    scorecard, its lines and its page."""
+    from windtunnel.report.page import write_report
+    from windtunnel.scorecard.preflight import preflight_lines
+    from windtunnel.scorecard.score import SCORECARD_FILE, plan_scorecard, run_scorecard, scorecard_lines
+
+    if request.reference == "auto" and request.model != "transformer" and (why := request.auto_reason()):
+        typer.echo(f"note: {why}: the transformer is trained beside {request.model} (as --reference train)")
+    plan = plan_scorecard(request)
+    if dry_run:
+        echo_lines(plan.lines(out))
+        return
+    echo_lines(preflight_lines(plan.sizings))
+    result = run_scorecard(request, out, how, plan)
+    paths = write_report(result.out)
+    typer.echo("")
+    echo_lines(scorecard_lines(result.doc))
+    typer.echo(f"written: {result.out / SCORECARD_FILE}, {paths['html']}")
+
+
+# The options of `windtunnel tune` alone (those it shares with `scorecard` are in windtunnel.cli.common).
+TuneModels = Annotated[str, typer.Argument(help=(
+    "a registered architecture, or package.module:Class; several, comma-separated, are searched together (one pool "
+    "of workers)"))]
+TuneGrid = Annotated[list[str], typer.Option("--grid", help=(
+    "candidates, e.g. --grid train.lr=1e-4,1e-3,1e-2 --grid train.weight_decay=0,0.1 (default: lr at 1e-4, 3.16e-4, "
+    "1e-3, 3.16e-3, 1e-2)"))]
+CompareAt = Annotated[str | None, typer.Option("--compare-at", help=(
+    "fractions of train.steps at which candidates are compared (default 0.1,0.3)"))]
+OldRungs = Annotated[str | None, typer.Option("--rungs", hidden=True, help="deprecated: use --compare-at")]
+Eta = Annotated[float, typer.Option("--eta", help=(
+    "keep ceil(n / eta) candidates at each comparison but the last (which keeps one)"))]
+Metric = Annotated[str | None, typer.Option("--metric", help=(
+    "probe metric that ranks them: kl_bayes_model, entropy_error or accuracy (default: the task's primitive metric)"))]
+Full = Annotated[bool, typer.Option("--full", help="train every candidate to the end (no halving): --search full")]
+Cooldown = Annotated[float | None, typer.Option("--cooldown", help=(
+    "compare candidates after annealing each over this fraction of the comparison step (default 0.2; 0: as they are)"))]
+Halving = Annotated[bool, typer.Option("--halving", help=(
+    "the plain successive halving (no cooldown, no plateau guard, no ties kept): --search halving"))]
+TuneOut = Annotated[Path | None, typer.Option("--out", help=(
+    "folder (default runs/tune-<task>-<model>, or runs/tune-<task> for several models)"))]
 
 
 @app.command("tune")
 def tune_cmd(
     task: str = typer.Argument(..., help="task name (a wind tunnel)"),
-    model: str = typer.Argument(..., help="a registered architecture, or package.module:Class; several, "
-                                "comma-separated, are searched together (one pool of workers)"),
+    model: TuneModels = ...,
     profile: str = typer.Option("quick", "--profile", help="run profile (its scorecard's budget applies)"),
-    grid: list[str] = typer.Option([], "--grid", help="candidates, e.g. --grid train.lr=1e-4,1e-3,1e-2 "
-                                   "--grid train.weight_decay=0,0.1 (default: lr at 1e-4, 3.16e-4, 1e-3, 3.16e-3, 1e-2)"),
-    compare_at: str | None = typer.Option(None, "--compare-at", help="fractions of train.steps at which candidates "
-                                          "are compared (default 0.1,0.3)"),
-    rungs: str | None = typer.Option(None, "--rungs", hidden=True, help="deprecated: use --compare-at"),
-    eta: float = typer.Option(2.0, "--eta", help="keep ceil(n / eta) candidates at each comparison but the last "
-                              "(which keeps one)"),
-    metric: str | None = typer.Option(None, "--metric", help="probe metric that ranks them: kl_bayes_model, "
-                                      "entropy_error or accuracy (default: the task's primitive metric)"),
-    full: bool = typer.Option(False, "--full", help="train every candidate to the end (no halving)"),
-    cooldown: float | None = typer.Option(None, "--cooldown", help="compare candidates after annealing each over this "
-                                          "fraction of the comparison step (default 0.2; 0: as they are)"),
-    settle: bool = typer.Option(False, "--settle", help="where every rate is still on the plateau at the last "
-                                "comparison, train them all to the end"),
-    finalists: float | None = typer.Option(None, "--finalists", help="at the last comparison, train to the end every "
-                                           "candidate within this relative spread of the leader (default 0.15)"),
-    halving: bool = typer.Option(False, "--halving", help="the plain successive halving (no "
-                                 "cooldown, no plateau guard, no ties kept)"),
-    out: Path | None = typer.Option(None, "--out", help="folder (default runs/tune-<task>-<model>, or "
-                                    "runs/tune-<task> for several models)"),
+    grid: TuneGrid = (),
+    compare_at: CompareAt = None,
+    rungs: OldRungs = None,
+    eta: Eta = 2.0,
+    metric: Metric = None,
+    search: Search = "annealed",
+    lrs: Lrs = None,
+    full: Full = False,
+    cooldown: Cooldown = None,
+    settle: Settle = False,
+    finalists: Finalists = None,
+    halving: Halving = False,
+    out: TuneOut = None,
     jobs: Jobs = None,
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     reuse: Reuse = (),
@@ -298,33 +337,35 @@ def tune_cmd(
     (comma-separated) are searched together, each stage's candidates sharing the workers. Writes
     tune-<task>-<model>.json/.csv/.md per model and one run folder per candidate.
     """
-    from windtunnel.report.page import write_report
     from windtunnel.sweep.config import parse_grid_option
-    from windtunnel.tune.search import TuneRequest, run_tune
+    from windtunnel.tune.search import TuneRequest
+    from windtunnel.tune.settings import SearchSettings
 
     def go():
         if rungs is not None:
             typer.echo("note: `tune --rungs` is deprecated (ladder rungs are a scorecard's); use --compare-at", err=True)
         option, fractions = ("--compare-at", compare_at) if compare_at is not None else ("--rungs", rungs or "0.1,0.3")
-        points = floats_option(fractions, option, "0.1,0.3 (fractions of the run)")
-        spec = {"compare_at": points, "eta": eta, "full": full, **({"metric": metric} if metric else {}),
-                **({"grid": dict(parse_grid_option(g) for g in grid)} if grid else {})}
-        if finalists is not None and (halving or full):
-            raise ConfigError(f"--finalists {finalists:g}: the spread of the rates trained to the end after the last "
-                              f"comparison; {'--halving' if halving else '--full'} has no such comparison")
-        if halving:
-            spec["halving"] = True
-        elif not full:  # the annealed search: TuneRequest puts SEARCH's settings under these
-            spec.update(settle=settle, **({"cooldown": cooldown} if cooldown is not None else {}),
-                        **({"finalists": finalists} if finalists is not None else {}))
+        settings = SearchSettings.build(search_settings(search, lrs, settle, finalists, full, halving), where="tune")
+        spec = settings.named(compare_at=floats_option(fractions, option, "0.1,0.3 (fractions of the run)"), eta=eta,
+                              **({"metric": metric} if metric else {}),
+                              **({"grid": dict(parse_grid_option(g) for g in grid)} if grid else {}),
+                              **({"cooldown": cooldown} if cooldown is not None and settings.search == "annealed" else {}))
         models = list(dict.fromkeys(m.strip() for m in model.split(",") if m.strip()))
         request = TuneRequest.build(dict(task=task, models=models, profile=profile, overrides=list(overrides), spec=spec),
                                     where="tune")
-        results = run_tune(request, out, execution(jobs=jobs, reuse=reuse))
-        for result in results:
-            typer.echo("")
-            echo_markdown(result.files["markdown"].read_text())
-        paths = write_report(out or request.default_out())
-        typer.echo("written: " + ", ".join(f"{r.files['json']}, {r.files['csv']}" for r in results) + f", {paths['html']}")
+        _tune(request, out, execution(jobs=jobs, reuse=reuse))
 
     _run_errors(go)
+
+
+def _tune(request, out: Path | None, how) -> None:
+    """``windtunnel tune`` of ``request``: its searches, their tables and the page."""
+    from windtunnel.report.page import write_report
+    from windtunnel.tune.search import run_tune
+
+    results = run_tune(request, out, how)
+    for result in results:
+        typer.echo("")
+        echo_markdown(result.files["markdown"].read_text())
+    paths = write_report(out or request.default_out())
+    typer.echo("written: " + ", ".join(f"{r.files['json']}, {r.files['csv']}" for r in results) + f", {paths['html']}")

@@ -4,9 +4,11 @@ primitive's tunnel and rung), where each verdict's learning rate came from, and 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from windtunnel.compat import legacy_group
 from windtunnel.config import ConfigError, Overrides, as_overrides
 from windtunnel.files import atomic_write_text, jsonable
 from windtunnel.sweep.config import SweepConfig, load_sweep
@@ -55,18 +57,31 @@ def scorecard_models(model: str, train_reference: bool = True) -> list[str]:
     return [REFERENCE] if model == REFERENCE else [REFERENCE, model] if train_reference else [model]
 
 
-def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
-                    primitives: list[str] | None = None, rungs: bool = True,
-                    tuned: dict[str, dict[str, dict[str, Any]]] | None = None, *, train_reference: bool = True,
-                    decide_early: bool = False, model_sets: ModelSets | None = None) -> SweepConfig:
+@dataclass(frozen=True)
+class ScorecardRuns:
+    """How a scorecard's runs train beyond its profile (:func:`scorecard_sweep`): the settings its
+    searches found (``tuned``: per task and model, the grid point :mod:`~windtunnel.tune.search`
+    found, for every rung of that task), the transformer trained beside the model
+    (``train_reference``), the runs decided early (``decide_early``), and the fields pinned on the
+    model's runs (``model_sets``)."""
+
+    tuned: dict[str, dict[str, dict[str, Any]]] | None = None
+    train_reference: bool = True
+    decide_early: bool = False
+    model_sets: ModelSets | None = None
+
+
+def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1, primitives: list[str] | None = None,
+                    rungs: bool = True, runs: ScorecardRuns | None = None, **legacy: Any) -> SweepConfig:
     """The sweep behind a scorecard: one experiment per primitive's task and rung (``rungs``;
     else the profile's own setting alone), MODEL capacity-matched to the transformer (trained
-    beside it with ``train_reference``), ``seeds`` seeds, one primitive rule per rung
-    (``transport``, ``transport@S2_O2``, ...), its runs decided early (``decide_early``).
-    ``tuned`` gives, per task and model, the settings :mod:`~windtunnel.tune.search` found (for
-    every rung of that task). MODEL's own overrides on each tunnel (its ``model_overrides``) are its
-    shape (:func:`~windtunnel.sweep.shape.model_pairs`: a user's model takes the transformer's, and
-    ``model_sets`` pins fields), then its tuned settings."""
+    beside it with ``runs.train_reference``), ``seeds`` seeds, one primitive rule per rung
+    (``transport``, ``transport@S2_O2``, ...), its runs decided early (``runs.decide_early``), with
+    the settings its searches found (``runs.tuned``). MODEL's own overrides on each tunnel (its
+    ``model_overrides``) are its shape (:func:`~windtunnel.sweep.shape.model_pairs`: a user's model
+    takes the transformer's, and ``runs.model_sets`` pins fields), then its tuned settings."""
+    runs = legacy_group("scorecard_sweep", runs, legacy, ScorecardRuns)
+    tuned, model_sets = runs.tuned, runs.model_sets
     chosen = chosen_primitives(profile, primitives)
     budget = load_sweep(BUDGET[profile]) if profile in BUDGET else None
     experiments, rules = [], {}
@@ -77,7 +92,7 @@ def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
         if shape:
             by_model[model] = [*shape, *by_model.get(model, [])]
         for name, params in ladder(profile, task) if rungs else [(task, {})]:
-            exp = {"task": task, "models": scorecard_models(model, train_reference), "match_capacity": REFERENCE}
+            exp = {"task": task, "models": scorecard_models(model, runs.train_reference), "match_capacity": REFERENCE}
             if name != task:
                 exp.update(name=name, overrides=pair_texts([(f"task_params.{k}", v) for k, v in params.items()]))
             if by_model:
@@ -96,7 +111,7 @@ def scorecard_sweep(model: str, profile: str = "quick", seeds: int = 1,
     }
     if budget is not None:
         doc.update(overrides=budget.overrides, jobs=budget.jobs)
-    if decide_early:
+    if runs.decide_early:
         doc["decide_early"] = True
     return SweepConfig.build(doc, where="scorecard")
 
@@ -128,17 +143,31 @@ def tuning_of(out: Path | None, profile: str, task: str, model: str, searched: b
     return out_doc
 
 
-def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str, out: Path | None = None,
-                  tuned: dict[str, dict[str, Any]] | None = None, overrides: Overrides | None = None, *,
-                  skipped: set[str] | frozenset = frozenset(), reference: str = "train") -> dict[str, Any]:
+@dataclass(frozen=True)
+class ScorecardProvenance:
+    """Where a scorecard's numbers came from (:func:`scorecard_doc`): its folder (``out``, where the
+    searches' tables are), the searches it ran (``tuned``: what
+    :func:`~windtunnel.scorecard.score.tune_scorecard` returned), its ``--set`` (``overrides``), the
+    rungs its ladder search did not need (``skipped``), and where the transformer's results came
+    from (``reference``: ``train``, ``shipped``, a folder, ``none``)."""
+
+    out: Path | None = None
+    tuned: dict[str, dict[str, Any]] | None = None
+    overrides: Overrides | None = None
+    skipped: set[str] | frozenset = frozenset()
+    reference: str = "train"
+
+
+def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str,
+                  provenance: ScorecardProvenance | None = None, **legacy: Any) -> dict[str, Any]:
     """``scorecard.json``: per primitive the model's and the transformer's score, interval and
     verdict at the profile's own rung (``primitives``, with ``tuning``: where each one's learning
-    rate came from and the cautions of its search, :func:`tuning_of`; ``tuned`` is what
-    :func:`~windtunnel.scorecard.score.tune_scorecard` returned, ``overrides`` the scorecard's
-    ``--set``), every rung (``ladder``, easiest first; a rung the ladder search did not need,
-    ``skipped``, is marked ``"needed": false``) and the highest rung each realises (``highest``);
-    ``reference`` says where the transformer's results came from (``train``, ``shipped``, a folder,
-    ``none``)."""
+    rate came from and the cautions of its search, :func:`tuning_of`), every rung (``ladder``,
+    easiest first; a rung the ladder search did not need is marked ``"needed": false``) and the
+    highest rung each realises (``highest``); ``reference_source`` where the transformer's results
+    did not come from training it (``provenance``: where each of these came from)."""
+    src = legacy_group("scorecard_doc", provenance, legacy, ScorecardProvenance)
+    out, tuned, overrides = src.out, src.tuned, src.overrides
     prims = summary.get("primitives") or {}
     rows, ladders = {}, {}
     for name, rule in sweep.primitives.rules.items():
@@ -150,7 +179,7 @@ def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str, out: 
             rows[prim] = {**row, "tuning": {who: tuning_of(out, sweep.profile, task, who, who in (tuned or {}).get(task, {}),
                                                            overrides) for who in (model, REFERENCE)}}
         entry = {"rung": rung or "profile", **row}
-        if rule.experiment in skipped:
+        if rule.experiment in src.skipped:
             entry["needed"] = False
         ladders.setdefault(prim, []).append(entry)
     exps = {e.label(t): e for e in sweep.experiments for t in e.tasks()}
@@ -163,8 +192,8 @@ def scorecard_doc(summary: dict[str, Any], sweep: SweepConfig, model: str, out: 
            "realised": sweep.primitives.realised, "partial": sweep.primitives.partial,
            "finished": summary["finished"], "n_runs": summary["n_runs"], "missing": summary["missing"],
            "primitives": rows, "ladder": ladders, "highest": highest}
-    if reference != "train":
-        doc["reference_source"] = reference
+    if src.reference != "train":
+        doc["reference_source"] = src.reference
     return doc
 
 

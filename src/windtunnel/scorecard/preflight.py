@@ -7,6 +7,7 @@ fields that would bring it within the tolerance (:func:`what_fits`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,18 +65,19 @@ def preflight(sweep: SweepConfig, model: str, overrides: Overrides | None = None
         sizing = Sizing(rule.partition("@")[0], rule, exp.label(task), task)
         ovr = run_overrides(sweep, exp, point, overrides)
         profile = exp.profile or sweep.profile
+        target = Target(task, exp.models, profile, ovr, model)
         try:
             ref = reference_config(task, REFERENCE, profile, ovr)
             task_obj = make_task(task, ref.task_params)
             sizing.target = count_params(REFERENCE, task_obj.spec, sized_model_params(ref, task_obj))
             sizing.knob = knob_of(model, resolve_run(task, model, profile, ovr(model)).model_params)
-            cfg = _matched(task, exp.models, profile, ovr, model)
+            cfg = target.matched()
             sizing.matched = _count(cfg)
             sizing.value = cfg.model_params[sizing.knob]
             sizing.shape = shape_sources(task, model, profile, cfg.model_params, model_sets, overrides)
         except CapacityError as exc:
             sizing.error = str(exc)
-            sizing.fits = what_fits(task, exp.models, profile, ovr, model, exc, overrides)
+            sizing.fits = what_fits(target, exc, overrides)
         except ConfigError as exc:
             sizing.error = str(exc)
         except Exception as exc:  # noqa: BLE001  the user's model code: its tunnel is left out, the others go on
@@ -100,17 +102,30 @@ def check_contract(cfg: RunConfig) -> None:
                           "(windtunnel.models.check_model)") from None
 
 
-def _matched(task: str, models: list[str], profile: str, ovr, model: str):
-    return next(c for c in matched_configs(task, models, profile, ovr, REFERENCE) if c.model == model)
+@dataclass(frozen=True)
+class Target:
+    """The scored ``model`` on one experiment, as the pre-flight sizes it: the experiment's
+    ``task``, ``models`` and ``profile``, and ``ovr`` (model -> its runs' overrides there)."""
+
+    task: str
+    models: list[str]
+    profile: str
+    ovr: Callable[[str], Overrides]
+    model: str
+
+    def matched(self, ovr: Callable[[str], Overrides] | None = None) -> RunConfig:
+        """The model's run, capacity-matched to the transformer (``ovr``: other overrides)."""
+        configs = matched_configs(self.task, self.models, self.profile, ovr or self.ovr, REFERENCE)
+        return next(c for c in configs if c.model == self.model)
 
 
-def what_fits(task: str, models: list[str], profile: str, ovr, model: str, exc: CapacityError,
-              overrides: Overrides | None = None) -> list[str]:
-    """The ``--model-set TUNNEL.field=value`` items, one per shape field of ``model`` (that no
-    ``--set`` fixes), each the nearest value that brings the count within the tolerance: fewer
-    layers or a narrower width where the smallest knob is too many, more where the largest is too
-    few; with the knob's value and the count reached."""
-    base = resolve_run(task, model, profile, ovr(model)).model_params
+def what_fits(target: Target, exc: CapacityError, overrides: Overrides | None = None) -> list[str]:
+    """The ``--model-set TUNNEL.field=value`` items, one per shape field of the target's model
+    (that no ``--set`` fixes), each the nearest value that brings the count within the tolerance:
+    fewer layers or a narrower width where the smallest knob is too many, more where the largest is
+    too few; with the knob's value and the count reached."""
+    task, ovr, model = target.task, target.ovr, target.model
+    base = resolve_run(task, model, target.profile, ovr(model)).model_params
     fields = model_class(model).Config.model_fields
     fixed = {k.removeprefix("model_params.") for k, _ in as_overrides(overrides)}
     shrink = exc.closest > exc.target
@@ -126,7 +141,7 @@ def what_fits(task: str, models: list[str], profile: str, ovr, model: str, exc: 
         for value in (v for v in tries if v >= 1):
             pinned = (lambda m, v=value, n=name: [*ovr(m), *([(f"model_params.{n}", v)] if m == model else [])])
             try:
-                cfg = _matched(task, models, profile, pinned, model)
+                cfg = target.matched(pinned)
             except ConfigError:
                 continue
             fits.append(f"{task}.{name}={value} ({exc.knob}={cfg.model_params[exc.knob]}: {_count(cfg):,} parameters)")

@@ -115,7 +115,7 @@ def survivors(ranked: list[tuple[Any, float | None, float | None]], keep: int, g
 
 
 class Settings(Protocol):
-    """What :func:`compare` reads of a search's settings (a :class:`~windtunnel.tune.search.TuneSpec`)."""
+    """What :func:`compare` reads of a search's settings (a :class:`~windtunnel.tune.settings.TuneSpec`)."""
 
     metric: str
     eta: float

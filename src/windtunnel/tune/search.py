@@ -16,32 +16,41 @@ counts as the worst. Every stage runs through :func:`~windtunnel.engine.jobs.run
 of every candidate at every point it reached is ``tune-<task>-<model>.json`` / ``.csv`` / ``.md``
 (:mod:`~windtunnel.tune.outputs`), with the search's :func:`cautions`. Cost, score and
 cautions: docs/sweeps.md, "Tuning: one protocol for every architecture".
+
+What a search is asked to do is :mod:`~windtunnel.tune.settings` (:class:`TuneSpec`, the
+settings a user chooses), a ``windtunnel tune`` call :mod:`~windtunnel.tune.request`, and its
+candidates and result :mod:`~windtunnel.tune.candidates`; their names import from here too.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, model_validator
-
 from windtunnel.compat import legacy_execution
-from windtunnel.config import ConfigError, StrictConfig
+from windtunnel.config import ConfigError
 from windtunnel.engine.execution import Execution
 from windtunnel.engine.folders import reuse_runs
 from windtunnel.engine.jobs import Job, failures, run_jobs
-from windtunnel.evaluate.record import METRICS, Evaluation, ScoredMetric, primitive_score
+from windtunnel.evaluate.record import METRICS, Evaluation, primitive_score
 from windtunnel.interrupt import StopFlag
-from windtunnel.sweep.config import Grid
-from windtunnel.sweep.expand import grid_points
-from windtunnel.sweep.primitives import budget_execution, task_metric, tune_configs
+from windtunnel.sweep.primitives import budget_execution, tune_configs
 from windtunnel.sweep.run import tokens_to
-from windtunnel.train.config import RunConfig, apply_overrides
+from windtunnel.train.config import RunConfig
 from windtunnel.train.decide import Decision
 from windtunnel.train.rundir import RunDir
-from windtunnel.tune.outputs import tune_name, write_tune
+from windtunnel.tune.candidates import (  # noqa: F401  (the search's parts, read from here by callers)
+    Candidate,
+    TuneError,
+    TuneResult,
+    branch_config,
+    candidate_configs,
+    reached,
+    train_to,
+)
+from windtunnel.tune.outputs import write_tune
+from windtunnel.tune.request import TuneRequest
 from windtunnel.tune.rules import (  # noqa: F401  (rung_steps, probe_at: read from here by callers)
     PLATEAU_SPREAD,
     Probe,
@@ -54,211 +63,7 @@ from windtunnel.tune.rules import (  # noqa: F401  (rung_steps, probe_at: read f
     rank,
     rung_steps,
 )
-
-#: np.logspace(-4, -2, 5), to three significant digits
-DEFAULT_LRS = [1e-4, 3.16e-4, 1e-3, 3.16e-3, 1e-2]
-#: the search `windtunnel tune` and the scorecard run: annealed comparisons (a cooldown branch of
-#: 0.2 x the comparison step), the plateau guard at a probe score of 0.5, ties kept, and at the last
-#: comparison every rate within 15% of the leader trained to the end (measured on the sixteen
-#: recorded reversals: 14 of 16 against 10 at 2%, docs/results/tuning.md); TuneSpec() alone is the
-#: plain halving of before
-SEARCH: dict[str, Any] = {"cooldown": 0.2, "guard": 0.5, "keep_ties": True, "finalists": 0.15}
-
-
-class TuneError(ConfigError):
-    """A search whose every candidate failed: ``errors`` ((task, model) -> why); the searches run
-    beside it finished (``results``, their tables written)."""
-
-    def __init__(self, message: str, results: list[TuneResult], errors: dict[tuple[str, str], str]):
-        super().__init__(message)
-        self.results, self.errors = results, errors
-
-
-class TuneSpec(StrictConfig):
-    """What is searched and how candidates are compared."""
-
-    grid: Grid = Field(default_factory=lambda: {"train.lr": list(DEFAULT_LRS)},
-                       description="section.field -> candidate values (cartesian product)")
-    compare_at: list[float] = Field(
-        default_factory=lambda: [0.1, 0.3], validation_alias=AliasChoices("compare_at", "rungs"), serialization_alias="rungs",
-        description="fractions of train.steps at which the candidates are compared (increasing, in (0, 1)); "
-                    "written 'rungs' in tune-*.json, its name before ladder rungs had it")
-    eta: float = Field(2.0, gt=1, le=100, description="keep ceil(n / eta) candidates at each comparison but the last, "
-                                                      "which keeps one")
-    metric: ScoredMetric = Field("kl_bayes_model", description="probe metric that ranks the candidates (ties: lower probe KL)")
-    full: bool = Field(False, description="train every candidate to the end (no halving)")
-    cooldown: float = Field(0.0, ge=0, le=1, description="compare each candidate after annealing it: a branch from the "
-                            "comparison step s whose learning rate decays linearly to 0 over cooldown x s steps (0: "
-                            "compare the runs as they are)")
-    guard: float | None = Field(None, ge=0, le=1, description="plateau guard: while the leader's probe score is below "
-                                "it, no candidate is stopped (None: off)")
-    settle: bool = Field(False, description="when the guard holds at the last comparison, train every candidate it kept "
-                         "to the end (else keep the leader and record the others as unsettled)")
-    keep_ties: bool = Field(False, description="keep every candidate within 2% of the leader at a comparison (at the "
-                            "last one, within `finalists`)")
-    finalists: float = Field(PLATEAU_SPREAD, ge=0, lt=1, description="with keep_ties, at the last comparison: every "
-                             "candidate within this relative spread of the leader trains to the end, and the best at "
-                             "the end wins (a wider spread never picks worse, and costs its finalists)")
-    keep_points: bool = Field(False, description="keep each candidate's resumable checkpoint at each comparison (in "
-                              "points/), so that other cooldowns can be branched from it later (a study of the search)")
-    decide_early: bool = Field(False, description="candidates trained to the end stop where their probe and evaluation "
-                               "agree that the primitive is realised (windtunnel.train.decide)")
-
-    @model_validator(mode="after")
-    def _check(self):
-        r = self.compare_at
-        if any(not 0 < f < 1 for f in r) or any(b <= a for a, b in zip(r, r[1:])):
-            raise ValueError(f"compare_at = {r}: fractions of the run, increasing, each in (0, 1)")
-        if self.finalists != PLATEAU_SPREAD and not self.keep_ties:
-            raise ValueError(f"finalists = {self.finalists}: a spread of the ties kept at the last comparison, so it "
-                             "needs keep_ties = true")
-        return self
-
-    def to_json(self) -> dict[str, Any]:
-        """As ``tune-*.json`` records it (the comparison settings only where there are comparisons)."""
-        doc = self.model_dump(mode="json", by_alias=True)
-        off = {"cooldown": 0.0, "guard": None, "settle": False, "keep_ties": False, "keep_points": False,
-               "decide_early": False, "finalists": PLATEAU_SPREAD}  # as searches were before them
-        return {k: v for k, v in doc.items() if not (k in off and (v == off[k] or (self.full and k != "decide_early")))}
-
-
-class TuneRequest(StrictConfig):
-    """One ``windtunnel tune`` call: ``models`` searched on ``task`` at the profile's own setting
-    with its scorecard's budget, the ``overrides`` (``section.field=value`` text) applied to every
-    candidate. A ``spec`` given as a mapping without ``metric`` ranks by the task's primitive
-    metric (accuracy for recall, else KL), and is the annealed search: :data:`SEARCH`'s settings
-    under the ones it names (``{"cooldown": 0.5}`` is the annealed search with a longer cooldown;
-    ``"keep_ties": false`` drops the finalists' spread with the ties), unless it sets ``"full": true``
-    or ``"halving": true`` (the plain successive halving: only what it names)."""
-
-    task: str
-    models: list[str] = Field(min_length=1, description="architectures, each searched on its own, all in one pool")
-    profile: str = "quick"
-    overrides: list[str] = Field(default_factory=list, description="section.field=value for every candidate")
-    spec: TuneSpec = Field(default_factory=lambda: TuneSpec(**SEARCH))
-
-    @model_validator(mode="before")
-    @classmethod
-    def _task_metric(cls, doc: Any) -> Any:
-        """A spec given as a mapping: the task's metric where it names none, the annealed search's
-        settings under the ones it names where it is neither a --full search nor the plain halving."""
-        if isinstance(doc, dict) and not isinstance(doc.get("spec"), TuneSpec):
-            spec = dict(doc.get("spec") or {})
-            spec.setdefault("metric", task_metric(str(doc.get("task"))))
-            if not spec.get("full") and not spec.pop("halving", False):
-                defaults = {k: v for k, v in SEARCH.items() if not (k == "finalists" and spec.get("keep_ties") is False)}
-                spec = {**defaults, **spec}
-            doc = {**doc, "spec": spec}
-        return doc
-
-    @model_validator(mode="after")
-    def _distinct(self):
-        if len(set(self.models)) != len(self.models):
-            raise ValueError(f"models = {self.models}: each architecture once")
-        return self
-
-    def default_out(self) -> Path:
-        """``runs/tune-<task>-<model>`` (``runs/tune-<task>`` for several models; ``-full`` without halving)."""
-        if len(self.models) == 1:
-            return Path("runs") / tune_name(self.task, self.models[0], self.spec.full)
-        return Path("runs") / (f"tune-{self.task}" + ("-full" if self.spec.full else ""))
-
-
-@dataclass
-class Candidate:
-    """One point of a search's grid and its run: its probe at each comparison it reached
-    (``scores``: step -> value), its probe KL at the last one (the tie-break), and its status:
-    ``running``, ``stopped at step N``, ``failed`` (with ``error``), ``finished`` or ``winner``
-    (with ``eval``, its evaluation's headline numbers)."""
-
-    point: dict[str, Any]
-    config: RunConfig
-    scores: dict[int, float | None] = field(default_factory=dict)
-    status: str = "running"
-    kl: float | None = None
-    error: str | None = None
-    eval: dict[str, float] | None = None
-    annealed: dict[int, float | None] = field(default_factory=dict)  #: the probe after the cooldown from each comparison
-    probe_score: dict[int, float | None] = field(default_factory=dict)  #: the primitive score the comparison read
-
-    @property
-    def run(self) -> str:
-        return self.config.run_name()
-
-    def to_json(self) -> dict[str, Any]:
-        """As ``tune-*.json`` records it."""
-        doc = {"point": self.point, "run": self.run, "scores": self.scores, "status": self.status}
-        if self.error is not None:
-            doc["error"] = self.error
-        doc["kl"] = self.kl
-        if self.eval is not None:
-            doc["eval"] = self.eval
-        if self.annealed:
-            doc["annealed"] = self.annealed
-        if self.probe_score:
-            doc["probe_score"] = self.probe_score
-        return doc
-
-
-@dataclass
-class TuneResult:
-    task: str
-    model: str
-    metric: str
-    rung_steps: list[int]  #: the steps at which candidates were compared, then the end
-    candidates: list[dict[str, Any]]  #: each :class:`Candidate` as ``tune-*.json`` records it
-    winner: dict[str, Any]
-    seconds: float = 0.0
-    cautions: list[str] = field(default_factory=list)
-    files: dict[str, Path] = field(default_factory=dict)
-    together: int = 1  # searches run together (tune_many): ``seconds`` is then the wall time of them all
-    unsettled: list[dict[str, Any]] = field(default_factory=list)  #: grid points stopped while the guard held
-
-    @property
-    def best(self) -> dict[str, Any]:
-        """The winning grid point (``{"train.lr": 0.001}``)."""
-        return dict(self.winner["point"])
-
-
-def branch_config(config: RunConfig, step: int, cooldown: float) -> RunConfig:
-    """The cooldown branch of a candidate at comparison ``step``: its run, annealed from ``step`` over
-    ``cooldown`` x ``step`` steps (at least one)."""
-    doc = config.model_dump(mode="json")
-    doc["train"]["cooldown"] = {"at": step, "steps": max(1, round(cooldown * step))}
-    return RunConfig.build(doc, where="cooldown branch")
-
-
-def candidate_configs(base: RunConfig, grid: dict[str, list[Any]]) -> list[tuple[dict[str, Any], RunConfig]]:
-    """(grid point, run config) for every point of ``grid`` applied to ``base``."""
-    out = []
-    for point in grid_points(grid):
-        doc = apply_overrides(base.model_dump(mode="json"), list(point.items()))
-        out.append((point, RunConfig.build(doc, where=f"tune candidate {point}")))
-    return out
-
-
-def train_to(config: dict[str, Any], run_dir: str, stop_at: int | None, decide: Decision | None = None) -> None:
-    """Train (or resume) one candidate to ``stop_at`` (None: to the end, then evaluate; ``decide``:
-    stopping early where the probe and the evaluation agree that the primitive is realised)."""
-    from windtunnel.train.trainer import train
-
-    train(RunConfig.build(config, where="run"), Path(run_dir), progress=False, stop_at=stop_at, decide=decide)
-
-
-def _reached(run_dir: Path, config: RunConfig, stop_at: int | None, decide: Decision | None) -> bool:
-    """Training ``run_dir`` to ``stop_at`` would do nothing: it is finished (``stop_at`` None: its
-    end, or an early decision under the rule ``decide`` itself), or it resumes from ``stop_at`` or later."""
-    from windtunnel.train.checkpoint import resumable_steps
-    from windtunnel.train.decide import decided
-
-    if stop_at is None:
-        try:
-            ev = RunDir(run_dir).eval()
-        except (OSError, ValueError):
-            return False
-        return ev is not None and (ev.get("steps", -1) >= config.train.steps or decide is not None and decided(ev, decide))
-    steps = resumable_steps(run_dir)
-    return bool(steps) and steps[-1] >= stop_at
+from windtunnel.tune.settings import DEFAULT_LRS, SEARCH, TuneSpec  # noqa: F401  (read from here by callers)
 
 
 class _Search:
@@ -300,7 +105,7 @@ class _Search:
     def _job(self, config: RunConfig, run_dir: Path, stop_at: int | None, decide: Decision | None = None) -> Job | None:
         """The job that trains ``run_dir`` to ``stop_at`` (None: the end), or None where it is there
         already (a search run again: no process is started to find that out)."""
-        if _reached(run_dir, config, stop_at, decide):
+        if reached(run_dir, config, stop_at, decide):
             return None
         tc = config.train
         cost = tokens_to(config.task, config.task_params, tc.batch_size, stop_at or tc.steps)

@@ -1,0 +1,106 @@
+"""The scorecard's ladder search: each primitive's ladder climbed from the profile's own rung, up
+while realised and down while not (:class:`Climb`), its sweep run a stage at a time
+(:class:`Stages`, :func:`climb_ladders`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from windtunnel.config import Overrides
+from windtunnel.engine.execution import Execution
+from windtunnel.scorecard.document import chosen_primitives, ladder
+from windtunnel.scorecard.request import ScorecardRequest
+from windtunnel.sweep.config import SweepConfig
+from windtunnel.sweep.expand import SweepRun
+from windtunnel.sweep.primitives import PRIMITIVES
+from windtunnel.sweep.run import SweepError, SweepOutcome, run_sweep
+
+
+@dataclass(frozen=True)
+class Stages:
+    """The scorecard's sweep, run a stage at a time: its config, folder and execution, the
+    ``overrides`` of every run (its ``--set``), every run it plans (``plan``: each stage's manifest
+    lists them all) and the runs a search has replaced since (``retired``: name -> why)."""
+
+    sweep: SweepConfig
+    folder: Path
+    execution: Execution
+    overrides: Overrides
+    plan: list[SweepRun]
+    retired: dict[str, str]
+
+    def run(self, runs: list[SweepRun]) -> SweepOutcome:
+        """One stage: ``runs``; a run that fails (its error in ``failed``) ends its primitive's
+        ladder there, and the others go on."""
+        try:
+            return run_sweep(self.sweep, self.folder, self.execution, overrides=self.overrides, runs=runs,
+                             plan=self.plan, retired=self.retired)
+        except SweepError as exc:
+            if exc.outcome is None:
+                raise
+            return exc.outcome
+
+
+def climb_ladders(request: ScorecardRequest, stages: Stages) -> tuple[SweepOutcome, set[str], dict[str, str]]:
+    """Run the scorecard's sweep: every rung at once (``full_ladder``), or each primitive's ladder
+    searched from the profile's own rung, up while it is realised and down while it is not, a
+    stage at a time (each a stage of the whole sweep, so the folder takes the scorecard run again);
+    returns the last stage's outcome, the experiments it did not need, and the runs that failed
+    (name -> error: each ends its primitive's ladder and is not tried again by a later stage)."""
+    runs, sweep = stages.plan, stages.sweep
+    experiments = {r.experiment for r in runs}
+    if request.full_ladder or not request.rungs:
+        outcome = stages.run(runs)
+        return outcome, set(), dict(outcome.failed)
+    ladders = {prim: [rule for rule in sweep.primitives.rules if rule.partition("@")[0] == prim]
+               for prim in chosen_primitives(request.profile, request.primitives)}
+    rules = sweep.primitives.rules
+    steps = {prim: Climb(rung_order(request.profile, prim, names)) for prim, names in ladders.items()}
+    chosen = {rules[c.current].experiment for c in steps.values()}
+    failed: dict[str, str] = {}
+    while True:
+        outcome = stages.run([r for r in runs if r.experiment in chosen and r.name not in failed])
+        failed.update(outcome.failed)
+        cells = (outcome.summary.get("primitives") or {}).get(request.model, {})
+        more = {rules[nxt].experiment for c in steps.values() if (nxt := c.next(cells.get(c.current))) is not None}
+        if not more - chosen:
+            return outcome, experiments - chosen, failed
+        chosen |= more
+
+
+def rung_order(profile: str, prim: str, names: list[str]) -> list[str]:
+    """A primitive's rule names easiest rung first (the order of the profile's ladder)."""
+    task = PRIMITIVES[prim][0]
+    order = [name for name, _ in ladder(profile, task)]
+    return sorted(names, key=lambda n: order.index(task if "@" not in n else f"{task}@{n.partition('@')[2]}"))
+
+
+class Climb:
+    """One primitive's ladder search over ``rules`` (easiest rung first; the profile's own rung is
+    the one whose name has no ``@``): from the own rung, up while realised, down while not."""
+
+    def __init__(self, rules: list[str]):
+        self.rules = rules
+        self.i = next(i for i, r in enumerate(rules) if "@" not in r)  # the profile's own rung
+        self.step: int | None = None  # +1 climbing, -1 descending, None before the first verdict
+
+    @property
+    def current(self) -> str:
+        return self.rules[self.i]
+
+    def paths(self) -> list[list[str]]:
+        """The two longest climbs from the own rung: up (realised at every rung) and down (at none)."""
+        return [self.rules[self.i:], self.rules[self.i::-1]]
+
+    def next(self, cell: dict[str, Any] | None) -> str | None:
+        """The rung to score next after ``cell`` (the current rung's result), or None: done."""
+        if cell is None:
+            return None
+        realised = cell.get("verdict") == "yes"
+        step = self.step if self.step is not None else (1 if realised else -1)
+        if (step == 1) != realised or not 0 <= self.i + step < len(self.rules):
+            return None
+        self.step, self.i = step, self.i + step
+        return self.current
