@@ -216,7 +216,7 @@ def scorecard_search(data: Any) -> Any:
                              "disagree: give search alone")
         flat["search"] = old
         warnings.warn("ScorecardRequest's full and halving are deprecated: lr_search.search = 'full', 'annealed' or "
-                      "'halving' (removed in 0.6)", DeprecationWarning, stacklevel=2)
+                      f"'halving' (removed in {REMOVED_IN})", DeprecationWarning, stacklevel=2)
     nested = data.get("lr_search") or {}
     nested = dict(nested.model_dump(exclude_unset=True) if hasattr(nested, "model_dump") else nested)
     both = sorted(flat.keys() & nested.keys())
