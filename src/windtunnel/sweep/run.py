@@ -68,10 +68,10 @@ class SweepOutcome:
 def train_one(config: dict[str, Any], run_dir: str, progress: bool = False, trackers: Trackers | tuple = (),
               decide: Decision | None = None) -> dict:
     """Train (or resume) one run and return its evaluation: the job every backend runs."""
-    from windtunnel.train.trainer import train
+    from windtunnel.train.trainer import Until, train
 
     return train(RunConfig.build(config, where="run"), Path(run_dir), progress=progress, trackers=trackers,
-                 decide=decide).eval
+                 until=Until(decide=decide)).eval
 
 
 def decision_of(sweep: SweepConfig, run: SweepRun) -> Decision | None:
