@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError
+from windtunnel.evaluate.record import METRICS
 from windtunnel.files import atomic_write_text
 from windtunnel.report import plots, scorecard
 from windtunnel.report.run_page import run_report
@@ -134,12 +135,13 @@ def _accuracy_section(files: Path, exp: str, slug: str, rows: list[dict[str, Any
     plots.accuracy_plot(acc, files / f"{slug}_accuracy.png", chance=base,
                         chance_label=main_rows[0].get("baseline_accuracy_name") or "baseline",
                         title=f"{exp}: accuracy at the query positions")
-    body = [[label, f"{r['accuracy']:.3f} [{r['accuracy_lo']:.3f}, {r['accuracy_hi']:.3f}]",
-             "-" if r.get("paper_accuracy") is None else f"{r['paper_accuracy']:.3f}"]
+    d = METRICS["accuracy"].digits
+    body = [[label, f"{r['accuracy']:.{d}f} [{r['accuracy_lo']:.{d}f}, {r['accuracy_hi']:.{d}f}]",
+             "-" if r.get("paper_accuracy") is None else f"{r['paper_accuracy']:.{d}f}"]
             for label, r in zip(labels, main_rows)]
     if base is not None:
-        body.append([f"baseline: {main_rows[0].get('baseline_accuracy_name')}", f"{base:.3f}", ""])
-    return (["### Accuracy", ""] + table(["model", "accuracy [95% CI]", "paper"], body)
+        body.append([f"baseline: {main_rows[0].get('baseline_accuracy_name')}", f"{base:.{d}f}", ""])
+    return (["### Accuracy", ""] + table(["model", f"{METRICS['accuracy'].heading} [95% CI]", "paper"], body)
             + ["", image(f"{FILES}/{slug}_accuracy.png", f"{exp} accuracy"), ""])
 
 
@@ -155,12 +157,13 @@ def _training_section(folder: Path, exp: str, slug: str, chosen: dict[str, Any],
         return []
     plots.training_curves_plot(curves, folder / FILES / f"{slug}_training.png", title=f"{exp}: training ({metric})",
                                metric=metric)
-    lines = ["### Training", "", f"The held-out probe's {metric.replace('_', ' ')} during training.", "",
+    said = METRICS[metric].label
+    lines = ["### Training", "", f"The held-out probe's {said} during training.", "",
              image(f"{FILES}/{slug}_training.png", f"{exp} training curves"), ""]
     learning = {k: v for k, v in ((k, still_learning(*c, metric)) for k, c in curves.items()) if v}
     if learning:
         lines += ["Still learning at the end of the budget (the probe improved over the last quarter of "
-                  "training): " + "; ".join(f"{html.escape(k, quote=False)} ({metric.replace('_', ' ')} "
+                  "training): " + "; ".join(f"{html.escape(k, quote=False)} ({said} "
                                              f"{a:.4g} -> {b:.4g})" for k, (a, b) in learning.items()) + ".", ""]
     return lines
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+from windtunnel.evaluate.metrics import ABS_MEAN_KEY
+from windtunnel.evaluate.record import METRICS, SCORED_METRICS
 from windtunnel.report import plots
 from windtunnel.report.shared import FILES, geometry_section, image, main_curves, probe_curve
 from windtunnel.report.text import _config_block
@@ -16,6 +19,22 @@ def _ci(m: dict[str, float] | None, digits: int = 4) -> str:
     if m is None:
         return "-"
     return f"{m['value']:.{digits}f} [{m['lo']:.{digits}f}, {m['hi']:.{digits}f}]"
+
+
+def _calibration_tables(ev: dict[str, Any]) -> list[str]:
+    """A run's calibration at each evaluated length (the headline metrics of
+    :data:`~windtunnel.evaluate.record.METRICS`, with the entropy error's other aggregation beside
+    it, each with its interval) and its baselines' (the scored metrics)."""
+    e = METRICS["entropy_error"]
+    columns = [(e.eval_key, e.heading, e.digits), (ABS_MEAN_KEY, "|mean dH| (bits)", e.digits),
+               *((m.eval_key, m.heading, m.digits) for m in METRICS.values() if m is not e)]
+    body = [[f"{L}" + (" (train)" if L == str(ev["main_length"]) else ""), *(_ci(s.get(k), d) for k, _, d in columns)]
+            for L, s in ev["lengths"].items()]
+    lines = table(["length", *(h for _, h, _ in columns)], body)
+    scored = [METRICS[m] for m in SCORED_METRICS]
+    body = [[name, L, *(f"{b[m.eval_key]:.{m.digits}f}" if m.eval_key in b else "-" for m in scored)]
+            for L, base in ev["baselines"].items() for name, b in base.items()]
+    return lines + [""] + table(["baseline", "length", *(m.heading for m in scored)], body)
 
 
 def run_report(run_dir: Path) -> tuple[str, str]:
@@ -34,15 +53,7 @@ def run_report(run_dir: Path) -> tuple[str, str]:
     else:
         lines += [f"{ev['n_params']:,} parameters, {ev['steps']} steps, {ev['train_seconds']:.0f} s of training.", "",
                   "## Calibration against the exact posterior", ""]
-        body = [[f"{L}" + (" (train)" if L == str(ev["main_length"]) else ""), _ci(s["entropy_error_mean_abs"]),
-                 _ci(s["entropy_error_abs_mean"]), _ci(s["kl_bayes_model"]), _ci(s["kl_model_bayes"]),
-                 _ci(s.get("accuracy"), 3)] for L, s in ev["lengths"].items()]
-        lines += table(["length", "entropy error (bits)", "|mean dH| (bits)", "KL(Bayes‖model)", "KL(model‖Bayes)",
-                        "accuracy"], body)
-        body = [[name, L, f"{b['entropy_error_mean_abs']:.4f}", f"{b['kl_bayes_model']:.4f}",
-                 f"{b['accuracy']:.3f}" if "accuracy" in b else "-"]
-                for L, base in ev["baselines"].items() for name, b in base.items()]
-        lines += [""] + table(["baseline", "length", "entropy error (bits)", "KL(Bayes‖model)", "accuracy"], body)
+        lines += _calibration_tables(ev)
         files = run_dir / FILES
         plots.calibration_plot({"model": main_curves(ev)}, files / "calibration.png", title=f"{cfg.task}: {cfg.model}")
         lines += ["", image(f"{FILES}/calibration.png", "calibration"), ""]

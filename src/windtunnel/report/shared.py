@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from windtunnel.evaluate.record import Evaluation
+from windtunnel.evaluate.record import METRICS, Evaluation
 from windtunnel.report.text import _demote
 
 #: the folder beside a page that holds its plots
@@ -21,10 +21,11 @@ def read_eval(run_dir: Path) -> dict[str, Any] | None:
 
 
 def probe_curve(run_dir: Path, metric: str = "entropy_error") -> tuple[list[int], list[float]]:
-    """The held-out checks of ``metric`` logged during training (``probe_<metric>`` in ``metrics.jsonl``)."""
+    """The held-out checks of ``metric`` logged during training (its probe key in ``metrics.jsonl``,
+    ``probe_<metric>``: :data:`~windtunnel.evaluate.record.METRICS`)."""
     from windtunnel.train.rundir import RunDir
 
-    key = f"probe_{metric}"
+    key = METRICS[metric].probe_key
     rows = [r for r in RunDir(run_dir).metrics() if key in r]
     return [r["step"] for r in rows], [r[key] for r in rows]
 
@@ -42,7 +43,7 @@ def still_learning(steps: list[int], values: list[float], metric: str) -> tuple[
     cut = steps[-1] - (steps[-1] - steps[0]) / 4
     before = [v for s, v in zip(steps, values) if s <= cut][-1]
     last = values[-1]
-    if metric == "accuracy":
+    if not METRICS[metric].lower_is_better:  # accuracy: an absolute gain
         return (before, last) if last - before > STILL_LEARNING["accuracy"] else None
     return (before, last) if last < (1 - STILL_LEARNING["relative"]) * before else None
 
