@@ -63,7 +63,7 @@ from windtunnel.sweep.run import run_cost, tokens_to
 from windtunnel.tasks import make_generator
 from windtunnel.train.build import build
 from windtunnel.train.config import load_profile
-from windtunnel.train.trainer import check_loss, evaluate_run, make_optimizer, train, train_step
+from windtunnel.train.trainer import StepSetup, check_loss, evaluate_run, make_optimizer, train, train_step
 from windtunnel.tune.rules import keep_count
 from windtunnel.tune.search import SEARCH, TuneSpec, rung_steps
 
@@ -79,8 +79,9 @@ def price(cfg, steps: int, warmup: int) -> dict[str, float]:
     torch.set_num_threads(cfg.train.threads or cpu_cores())
     task, model = build(cfg)
     tc, cpu = cfg.train, torch.device("cpu")
-    opt, gen, kind = make_optimizer(model, tc), make_generator(tc.seed, "train", cpu), check_loss(cfg.train.loss, task)
-    step = [timed(lambda i=i: train_step(model, opt, task, gen, kind, i, tc, cpu, None)) for i in range(warmup + steps)]
+    setup = StepSetup(model, make_optimizer(model, tc), check_loss(cfg.train.loss, task), tc, cpu)
+    gen = make_generator(tc.seed, "train", cpu)
+    step = [timed(lambda i=i: train_step(setup, task, gen, i)) for i in range(warmup + steps)]
     probe = sample_eval(task, tc.eval_probe_size, tc.seed, split="probe")
     return {"step": statistics.median(step[warmup:]), "probe": timed(lambda: probe_metrics(model, task, probe)),
             "eval": timed(lambda: evaluate_run(model, task, cfg))}

@@ -25,7 +25,7 @@ from windtunnel.tasks import make_generator, make_task, task_names
 from windtunnel.tasks.hmm import forward_filter
 from windtunnel.train.build import build
 from windtunnel.train.config import resolve_run
-from windtunnel.train.trainer import autocast_dtype, check_loss, make_optimizer, train_step
+from windtunnel.train.trainer import StepSetup, autocast_dtype, check_loss, make_optimizer, train_step
 
 
 def numpy_filter_loop(T, E, obs):
@@ -71,10 +71,9 @@ def _step_share(config, repeats: int, device: str) -> tuple[float, float, int]:
     dev = torch.device(device)
     net.to(dev)
     tc = config.train
-    opt = make_optimizer(net, tc)
-    kind = check_loss(tc.loss, task)
+    setup = StepSetup(net, make_optimizer(net, tc), check_loss(tc.loss, task), tc, dev, autocast_dtype(tc.precision, dev))
     g = make_generator(0, device=device)
-    step = lambda: train_step(net, opt, task, g, kind, tc.warmup, tc, dev, autocast_dtype(tc.precision, dev))
+    step = lambda: train_step(setup, task, g, tc.warmup)
     step()  # warm-up (allocations, the optimiser's state)
     step_s = best_of(step, repeats)
     sample_s = best_of(lambda: task.sample(tc.batch_size, g), repeats)

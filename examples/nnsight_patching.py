@@ -39,7 +39,7 @@ from windtunnel.evaluate.metrics import entropy_error, model_prediction, per_pos
 from windtunnel.tasks import make_generator
 from windtunnel.train.build import build
 from windtunnel.train.config import resolve_run
-from windtunnel.train.trainer import check_loss, make_optimizer, train_step
+from windtunnel.train.trainer import StepSetup, check_loss, make_optimizer, train_step
 
 #: the tiny run the script trains when no run folder is given: bijection with 5 answers, 2 layers of 4 heads
 TINY = {"task_params.V": 5, "task_params.L": 4, "eval.lengths": [4],
@@ -54,10 +54,10 @@ def tiny_model(steps: int | None = None):
     tc, device = config.train, torch.device("cpu")
     if tc.threads:
         torch.set_num_threads(tc.threads)  # as the trainer does: one thread is fastest for a model this small
-    opt, data = make_optimizer(model, tc), make_generator(tc.seed, "train")
-    loss_kind = check_loss(tc.loss, task)
+    setup = StepSetup(model, make_optimizer(model, tc), check_loss(tc.loss, task), tc, device)
+    data = make_generator(tc.seed, "train")
     for step in range(tc.steps):
-        train_step(model, opt, task, data, loss_kind, step, tc, device, None)
+        train_step(setup, task, data, step)
     return task, model
 
 

@@ -241,27 +241,74 @@ def moved_to(section: str, name: str) -> property:
     return property(read, doc=f"Deprecated: ``{section}.{name}``.")
 
 
-#: the keywords each function took before they were grouped in one config (``legacy_group``)
-GROUPED_KEYWORDS: dict[str, tuple[str, ...]] = {
+#: the keywords each function took before they were grouped in one config (``legacy_group``): the
+#: old names, the config's fields, or {old name: its field} where the field has another name; the
+#: first is the one a value given by position in the config's place stands for
+GROUPED_KEYWORDS: dict[str, tuple[str, ...] | dict[str, str]] = {
     "scorecard_sweep": ("tuned", "train_reference", "decide_early", "model_sets"),
     "scorecard_doc": ("out", "tuned", "overrides", "skipped", "reference"),
+    # issue 55, helper c: the training loop, the evaluation, the sweeps, the statistics, progress
+    "train": {"stop_at": "step", "decide": "decide"},
+    "run_sweep": ("runs", "plan", "retired"),
+    "evaluate": ("n_sequences", "seed", "batch_size", "n_boot", "lengths"),
+    "summarize": ("n_boot", "level", "seed"),
+    "probe_r2": ("seed", "test_frac", "groups"),
+    "kmeans_summary": ("silhouette_sample", "n_init"),
+    "progress_bar": ("file", "every_s"),
+    "PlainProgress": ("file", "every_s", "clock"),
 }
 
 
-def legacy_group(where: str, group: Any, legacy: dict[str, Any], build: Callable[..., Any]) -> Any:
+def legacy_group(where: str, group: Any, legacy: dict[str, Any], build: Callable[..., Any], rest: bool = False) -> Any:
     """``group`` (an instance of ``build``, a small config of a function's related keywords), or
     one built from the keywords ``where`` took before it (:data:`GROUPED_KEYWORDS`; a value in
     its place that is not one is the first of them, given by position), with a deprecation
-    warning; the keywords go in :data:`REMOVED_IN`."""
+    warning; the keywords go in :data:`REMOVED_IN`. Those keywords are taken out of ``legacy``;
+    any other is a TypeError, unless ``rest`` (another shim reads it)."""
     names = GROUPED_KEYWORDS[where]
+    fields = names if isinstance(names, dict) else {n: n for n in names}
+    mine = {k: legacy.pop(k) for k in list(legacy) if k in fields}
     if group is not None and not isinstance(group, build):
-        legacy, group = {names[0]: group, **legacy}, None
-    unknown = legacy.keys() - set(names)
-    if unknown:
-        raise TypeError(f"{where}() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
-    if not legacy:
+        mine, group = {next(iter(fields)): group, **mine}, None
+    if legacy and not rest:
+        raise TypeError(f"{where}() got unexpected keyword argument(s): {', '.join(sorted(legacy))}")
+    if not mine:
         return group if group is not None else build()
     if group is not None:
         raise TypeError(f"{where}(): give {build.__name__}(...) or the keywords it replaces, not both")
-    deprecated(f"{where}({'=..., '.join(legacy)}=...)", f"{where}(..., {build.__name__}(...))", stacklevel=4)
-    return build(**legacy)
+    deprecated(f"{where}({'=..., '.join(mine)}=...)", f"{where}(..., {build.__name__}(...))", stacklevel=4)
+    return build(**{fields[k]: v for k, v in mine.items()})
+
+
+# ---------------------------------------------------------------------------------------
+# Issue 55 (helper c): calls whose leading positional parameters were grouped. The positions
+# and keywords of before still work, with a warning; they go in REMOVED_IN.
+# ---------------------------------------------------------------------------------------
+#: function -> (the parameters it took before, in their order, and how many of them were required)
+OLD_SIGNATURES: dict[str, tuple[tuple[str, ...], int]] = {
+    "train_step": (("model", "opt", "task", "data_gen", "loss_kind", "step", "tc", "device", "amp"), 9),
+    "compare": (("task", "models", "profile", "overrides", "out", "execution", "reference"), 0),
+    "paper_value": (("paper", "task", "model", "metric", "length", "main_length", "task_params"), 6),
+}
+
+
+def legacy_call(where: str, args: tuple[Any, ...], kwargs: dict[str, Any], new: str, stacklevel: int = 4) -> dict[str, Any]:
+    """The arguments of a call of ``where`` in its old signature (:data:`OLD_SIGNATURES`), by name,
+    with a deprecation warning naming the ``new`` call (``stacklevel``: the old call's frame,
+    from :func:`deprecated`'s); None in an optional position is left out (its old default). A
+    TypeError as the old signature would have raised it."""
+    names, required = OLD_SIGNATURES[where]
+    if len(args) > len(names):
+        raise TypeError(f"{where}() takes {len(names)} arguments in its old form but {len(args)} were given")
+    given = {name: value for i, (name, value) in enumerate(zip(names, args)) if value is not None or i < required}
+    for k, v in kwargs.items():
+        if k not in names:
+            raise TypeError(f"{where}() got an unexpected keyword argument {k!r}")
+        if k in given:
+            raise TypeError(f"{where}() got multiple values for argument {k!r}")
+        given[k] = v
+    missing = [n for n in names[:required] if n not in given]
+    if missing:
+        raise TypeError(f"{where}() missing argument(s): {', '.join(missing)}")
+    deprecated(f"{where}({', '.join(names)})", new, stacklevel=stacklevel)
+    return given

@@ -12,20 +12,36 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from tqdm.auto import tqdm
 
+from windtunnel.compat import legacy_group
+
+
+@dataclass(frozen=True)
+class ProgressOutput:
+    """Where progress goes: ``file`` (None: stderr; a terminal gets tqdm's bar), and elsewhere a
+    plain line at most every ``every_s`` seconds of ``clock``."""
+
+    file: TextIO | None = None
+    every_s: float = 5.0
+    clock: Callable[[], float] = time.monotonic
+
 
 class PlainProgress:
-    """tqdm's ``update`` / ``set_postfix`` / ``close``, written as occasional plain lines."""
+    """tqdm's ``update`` / ``set_postfix`` / ``close``, written as occasional plain lines (to
+    ``output.file``, at most every ``output.every_s`` seconds). (The keywords ``every_s``, ``file``
+    and ``clock`` of earlier versions still work, deprecated: they build the output.)"""
 
-    def __init__(self, total: int, initial: int = 0, desc: str = "", every_s: float = 5.0,
-                 file: TextIO | None = None, clock: Callable[[], float] = time.monotonic, unit: str = "step"):
-        self.total, self.n, self.desc, self.every_s, self.unit = total, initial, desc, every_s, unit
-        self.file, self.clock = file, clock
+    def __init__(self, total: int, initial: int = 0, desc: str = "", unit: str = "step",
+                 output: ProgressOutput | None = None, **legacy: Any):
+        output = legacy_group("PlainProgress", output, legacy, ProgressOutput)
+        self.total, self.n, self.desc, self.every_s, self.unit = total, initial, desc, output.every_s, unit
+        self.file, self.clock = output.file, output.clock
         self.postfix: dict[str, Any] = {}
-        self.start_n, self.start = initial, clock()
+        self.start_n, self.start = initial, self.clock()
         self.last = self.start
         self.closed = False
         self.written = -1  # the count of the last line written
@@ -74,14 +90,16 @@ class _Off:
     def close(self) -> None: ...
 
 
-def progress_bar(total: int, initial: int = 0, desc: str = "", enabled: bool = True, every_s: float = 5.0,
-                 file: TextIO | None = None, unit: str = "step"):
-    """tqdm when ``file`` (default stderr) is a terminal, else :class:`PlainProgress`; nothing when
-    disabled. ``unit`` names what it counts (``step``, ``batch``, ``analysis``)."""
+def progress_bar(total: int, initial: int = 0, desc: str = "", enabled: bool = True, unit: str = "step",
+                 output: ProgressOutput | None = None, **legacy: Any):
+    """tqdm when ``output.file`` (default stderr) is a terminal, else :class:`PlainProgress`; nothing
+    when disabled. ``unit`` names what it counts (``step``, ``batch``, ``analysis``). (The keywords
+    ``every_s`` and ``file`` of earlier versions still work, deprecated: they build the output.)"""
+    output = legacy_group("progress_bar", output, legacy, ProgressOutput)
     if not enabled:
         return _Off()
-    stream = file or sys.stderr
+    stream = output.file or sys.stderr
     isatty = getattr(stream, "isatty", None)
     if isatty is not None and isatty():
         return tqdm(total=total, initial=initial, desc=desc, dynamic_ncols=True, file=stream, unit=f" {unit}")  # "3.2 step/s"
-    return PlainProgress(total, initial, desc, every_s, file=stream, unit=unit)
+    return PlainProgress(total, initial, desc, unit, ProgressOutput(stream, output.every_s, output.clock))

@@ -8,6 +8,7 @@ import torch
 
 from windtunnel.evaluate.metrics import (
     AUTHORS_KL_EPS,
+    Bootstrap,
     accuracy,
     bootstrap_ci,
     entropy_error,
@@ -137,7 +138,7 @@ def test_summarize_categorical_json():
     logits = torch.randn(30, 4, 5, generator=g)
     target = torch.randint(1, 5, (30, 4), generator=g)
     model = model_prediction(logits, "categorical")
-    s = summarize(model, Prediction(probs=bayes), target=target, n_boot=200, seed=3)
+    s = summarize(model, Prediction(probs=bayes), target=target, bootstrap=Bootstrap(200, seed=3))
     json.dumps(s, allow_nan=False)  # the default eps keeps KL(model||Bayes) finite
     pp = per_position(model, Prediction(probs=bayes), eps=AUTHORS_KL_EPS)
     for name, ref in [("entropy_error_mean_abs", entropy_error(pp["dh"])),
@@ -149,12 +150,12 @@ def test_summarize_categorical_json():
         assert s[name]["lo"] <= s[name]["value"] <= s[name]["hi"]
     assert s["kl_bayes_model"]["value"] > 0
     assert len(s["curves"]["h_model"]) == len(s["curves"]["abs_dh"]) == 4
-    assert s == summarize(model, Prediction(probs=bayes), target=target, n_boot=200, seed=3)
+    assert s == summarize(model, Prediction(probs=bayes), target=target, bootstrap=Bootstrap(200, seed=3))
     # exact KL: inf, still serialisable by json.dumps (as Infinity)
-    exact = summarize(model, Prediction(probs=bayes), n_boot=20, eps=0.0)
+    exact = summarize(model, Prediction(probs=bayes), bootstrap=Bootstrap(20), eps=0.0)
     assert exact["kl_model_bayes"]["value"] == math.inf and "accuracy" not in exact
     json.dumps(exact)
-    sub = summarize(model, Prediction(probs=bayes), n_boot=20, positions=[0, 2])
+    sub = summarize(model, Prediction(probs=bayes), bootstrap=Bootstrap(20), positions=[0, 2])
     assert sub["n_positions"] == 2 and len(sub["curves"]["h_bayes"]) == 2
 
 
@@ -162,7 +163,21 @@ def test_summarize_gaussian():
     g = torch.Generator().manual_seed(0)
     out = torch.randn(20, 3, 2, generator=g)
     bayes = Prediction(mean=torch.zeros(20, 3, dtype=F64), var=torch.ones(20, 3, dtype=F64))
-    s = summarize(model_prediction(out, "gaussian"), bayes, target=torch.randn(20, 3, dtype=F64), n_boot=50)
+    s = summarize(model_prediction(out, "gaussian"), bayes, target=torch.randn(20, 3, dtype=F64), bootstrap=Bootstrap(50))
     json.dumps(s, allow_nan=False)
     assert s["kind"] == "gaussian" and "invalid_mass" not in s and "accuracy" not in s
     assert s["kl_model_bayes"]["value"] > 0
+
+
+def test_summarize_keywords_of_earlier_versions_warn_and_build_the_bootstrap():
+    """compat.legacy_group: summarize(n_boot=, level=, seed=) is summarize(bootstrap=Bootstrap(...))."""
+    g = torch.Generator().manual_seed(1)
+    model = Prediction(probs=torch.softmax(torch.randn(12, 1, 3, generator=g, dtype=F64), -1))
+    bayes = Prediction(probs=torch.full((12, 1, 3), 1 / 3, dtype=F64))
+    with pytest.warns(DeprecationWarning, match=r"summarize\(n_boot=..., seed=...\) is deprecated"):
+        old = summarize(model, bayes, n_boot=30, seed=2)
+    assert old == summarize(model, bayes, bootstrap=Bootstrap(30, seed=2))
+    with pytest.raises(TypeError, match="not both"):
+        summarize(model, bayes, bootstrap=Bootstrap(30), level=0.9)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        summarize(model, bayes, resamples=30)

@@ -189,6 +189,13 @@ def test_probe_r2_and_controls():
     assert stats.category_mean_r2(np.log2(pos + 2.0), pos, groups=groups) == pytest.approx(1.0)
     s = stats.probe_summary(x, y, groups=groups, positions=pos)
     assert s["r2"] > 0.99 and s["r2_position_only"] < 0.2
+    assert s["r2"] == stats.probe_r2(x, y, stats.Split(groups=groups))
+    # compat.legacy_group: probe_r2(seed=, test_frac=, groups=) builds the Split
+    with pytest.warns(DeprecationWarning, match=r"probe_r2\(seed=..., groups=...\) is deprecated; "
+                                                r"use probe_r2\(..., Split\(...\)\)"):
+        assert stats.probe_r2(x, y, seed=1, groups=groups) == stats.probe_r2(x, y, stats.Split(1, groups=groups))
+    with pytest.raises(TypeError, match="not both"):
+        stats.probe_r2(x, y, stats.Split(), test_frac=0.3)
 
 
 def test_kmeans_clusters_and_purity():
@@ -204,6 +211,10 @@ def test_kmeans_clusters_and_purity():
     assert stats.purity([0, 0, 1, 1], [5, 5, 5, 6]) == 0.75
     with pytest.raises(ValueError):
         stats.kmeans_summary(x[:3], 3)
+    # compat.legacy_group: kmeans_summary(n_init=, silhouette_sample=) builds the KMeansFit
+    with pytest.warns(DeprecationWarning, match=r"kmeans_summary\(n_init=..., silhouette_sample=...\) is deprecated"):
+        old = stats.kmeans_summary(x, 3, lab, seed=0, n_init=2, silhouette_sample=50)
+    assert old == stats.kmeans_summary(x, 3, lab, seed=0, fit=stats.KMeansFit(2, 50))
 
 
 def test_permutation_test_subsamples_large_samples():

@@ -17,7 +17,7 @@ from windtunnel.config import ConfigError
 from windtunnel.models import check_model, make_model
 from windtunnel.tasks import make_generator, make_task
 from windtunnel.train.config import TrainConfig
-from windtunnel.train.trainer import loss_fn, make_optimizer, train_step
+from windtunnel.train.trainer import StepSetup, loss_fn, make_optimizer, train_step
 
 AUTHORS = Path(os.environ.get("WINDTUNNEL_AUTHORS_DIR", Path(__file__).resolve().parents[3] / "shared/bench/authors"))
 SMALL = dict(n_layers=2, n_heads=4, d_model=32)
@@ -204,7 +204,7 @@ def test_the_trainer_adds_the_whole_vocabulary_term():
     tc = TrainConfig(steps=1, lr=1e-9, batch_size=4)
     gen = make_generator(7)
     state = gen.get_state()
-    loss, _ = train_step(model, make_optimizer(model, tc), task, gen, "ce", 0, tc, torch.device("cpu"), None)
+    loss, _ = train_step(StepSetup(model, make_optimizer(model, tc), "ce", tc, torch.device("cpu")), task, gen, 0)
     gen.set_state(state)
     batch = task.sample(4, gen)
     with torch.no_grad():

@@ -84,7 +84,7 @@ def test_sweep_report_is_one_self_contained_page(sweep_dir):
     assert "## Paper I's geometric claims at this scale" in md and "attention focusing (bijection)" in md
     # each experiment's learning curve shows its primitive's metric
     assert "training (kl_bayes_model)" not in md  # titles live in the PNGs; the text names the metric
-    assert "The held-out probe's kl bayes model during training." in md
+    assert "The held-out probe's KL(Bayes‖model) during training." in md  # the metric's label (METRICS)
     assert "The held-out probe's accuracy during training." in md
 
 
@@ -138,3 +138,24 @@ def test_the_browser_check_sees_a_broken_image(sweep_dir, browser, tmp_path):
     bad.write_text(page.replace(first, "data:image/png;base64,AAAA", 1))
     seen = rendered(browser, bad)
     assert len(broken_images(seen["images"])) == 1
+
+
+def test_the_report_reads_its_metric_labels_from_metrics():
+    """report/plots.py's probe axes and the run page's tables take their keys, headings, decimals and
+    directions from windtunnel.evaluate.record.METRICS."""
+    from windtunnel.evaluate.record import METRICS
+    from windtunnel.report.plots import _probe_axis
+    from windtunnel.report.run_page import _calibration_tables
+
+    for name, spec in METRICS.items():
+        assert _probe_axis(name, "?") == (spec.lower_is_better, f"probe {spec.heading}")
+    assert _probe_axis("nosuch", "probe nosuch") == (True, "probe nosuch")
+    ci = {"value": 0.123456, "lo": 0.1, "hi": 0.2}
+    summary = {spec.eval_key: ci for spec in METRICS.values()} | {"entropy_error_abs_mean": ci}
+    ev = {"main_length": 5, "lengths": {"5": summary},
+          "baselines": {"5": {"uniform": {spec.eval_key: 0.5 for spec in METRICS.values()}}}}
+    head, _, row, _, base_head, _, base_row = _calibration_tables(ev)
+    at = [head.index(f"| {m.heading} |") for m in METRICS.values()]
+    assert at == sorted(at) and head.index("mean dH") < at[1]  # METRICS' order, |mean dH| after the entropy error
+    assert "0.123 [0.100, 0.200]" in row and "0.1235 [0.1000, 0.2000]" in row and "0.500 |" in base_row
+    assert all(METRICS[m].heading in base_head for m in ("entropy_error", "kl_bayes_model", "accuracy"))

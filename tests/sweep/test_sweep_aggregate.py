@@ -6,7 +6,7 @@ import pytest
 
 from windtunnel.sweep.aggregate import _mean_ci, aggregate, primitive_score, primitives, read_csv, write_csv
 from windtunnel.sweep.config import Primitives
-from windtunnel.sweep.paper import paper_names, paper_value
+from windtunnel.sweep.paper import Cell, paper_names, paper_value
 
 
 def _row(model, seed, err, acc=None, lo=None, hi=None, length=20, main=20, **extra):
@@ -81,14 +81,26 @@ def test_csv_round_trip(tmp_path):
 
 def test_paper_lookup():
     assert "paper1" in paper_names()
-    assert paper_value("paper1", "bijection", "mlp", "entropy_error", 19, 19)["value"] == 1.85
-    assert paper_value("paper1", "recall", "mamba", "accuracy", None, None)["value"] == 0.978
-    assert paper_value("paper1", "hmm", "mamba", "entropy_error", 50, 20) is None
-    assert paper_value(None, "hmm", "mamba", "entropy_error", 20, 20) is None
+    assert paper_value("paper1", Cell("bijection", "mlp", "entropy_error", 19, 19))["value"] == 1.85
+    assert paper_value("paper1", Cell("recall", "mamba", "accuracy"))["value"] == 0.978
+    assert paper_value("paper1", Cell("hmm", "mamba", "entropy_error", 50, 20)) is None
+    assert paper_value(None, Cell("hmm", "mamba", "entropy_error", 20, 20)) is None
     # a run trained at another setting than the paper's gets no paper number beside it
-    assert paper_value("paper1", "hmm", "mamba", "entropy_error", 20, 20, {"K": 20})["value"] == 0.024
-    assert paper_value("paper1", "hmm", "mamba", "entropy_error", 50, 50, {"K": 50}) is None
-    assert paper_value("paper1", "bijection", "mlp", "entropy_error", 9, 9, {"V": 10, "L": 9}) is None
+    assert paper_value("paper1", Cell("hmm", "mamba", "entropy_error", 20, 20, {"K": 20}))["value"] == 0.024
+    assert paper_value("paper1", Cell("hmm", "mamba", "entropy_error", 50, 50, {"K": 50})) is None
+    assert paper_value("paper1", Cell("bijection", "mlp", "entropy_error", 9, 9, {"V": 10, "L": 9})) is None
+
+
+def test_paper_value_in_its_old_form_warns():
+    """compat.legacy_call: paper_value(paper, task, model, metric, length, main_length[, task_params])."""
+    with pytest.warns(DeprecationWarning, match=r"paper_value\(paper, task, .*\) is deprecated; use paper_value\(paper, Cell"):
+        assert paper_value("paper1", "bijection", "mlp", "entropy_error", 19, 19)["value"] == 1.85
+    with pytest.warns(DeprecationWarning):
+        assert paper_value("paper1", "hmm", "mamba", "entropy_error", 20, 20, task_params={"K": 20})["value"] == 0.024
+    with pytest.warns(DeprecationWarning):
+        assert paper_value(None, "hmm", "mamba", "entropy_error", 20, 20) is None
+    with pytest.raises(TypeError, match="missing argument"):
+        paper_value("paper1", "hmm", "mamba", "entropy_error")
 
 
 def test_primitive_nan_score_is_replaced_by_a_real_one():

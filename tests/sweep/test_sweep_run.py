@@ -18,7 +18,7 @@ from windtunnel.sweep import run as sweep_run
 from windtunnel.sweep.aggregate import read_csv
 from windtunnel.train.checkpoint import list_checkpoints
 from windtunnel.train.rundir import RunDir
-from windtunnel.train.trainer import TrainingError, train
+from windtunnel.train.trainer import TrainingError, Until, train
 
 runner = CliRunner()
 quiet = Execution.quiet()
@@ -98,7 +98,7 @@ def test_reuse_takes_paused_runs_and_leaves_locked_or_different_ones(finished, t
     src = tmp_path / "src"
     src.mkdir()
     first, second, third = [r.config for r in outcome.runs[:3]]
-    train(first, src / first.run_name(), progress=False, stop_at=5)  # paused: resumes in the new folder
+    train(first, src / first.run_name(), progress=False, until=Until(step=5))  # paused: resumes in the new folder
     train(second, src / second.run_name(), progress=False)
     (src / second.run_name() / ".lock").write_text("{}")  # someone writes it: not copied
     shutil.copytree(out / third.run_name(), src / third.run_name())
@@ -118,7 +118,7 @@ def test_reuse_prefers_a_finished_copy_to_a_paused_one_in_an_earlier_folder(fini
     out, outcome = finished
     config = outcome.runs[0].config
     paused = tmp_path / "paused"
-    train(config, paused / config.run_name(), progress=False, stop_at=5)
+    train(config, paused / config.run_name(), progress=False, until=Until(step=5))
     dest = tmp_path / "dest"
     dest.mkdir()
     assert reuse_runs([config], dest, [paused, out], log=lambda _: None) == [config.run_name()]

@@ -13,7 +13,7 @@ from windtunnel.evaluate.record import primitive_score, realised_at
 from windtunnel.train.config import RunConfig
 from windtunnel.train.decide import DECISION_FILE, Decision, decided
 from windtunnel.train.rundir import RunDir
-from windtunnel.train.trainer import train
+from windtunnel.train.trainer import Until, train
 
 
 def tiny(**train_fields) -> RunConfig:
@@ -50,7 +50,7 @@ def test_the_realisation_rule_by_hand():
 
 def test_a_run_stops_where_its_probe_and_its_evaluation_agree(tmp_path):
     full = train(tiny(), tmp_path / "full", progress=False)
-    early = train(tiny(), tmp_path / "early", progress=False, decide=EASY)
+    early = train(tiny(), tmp_path / "early", progress=False, until=Until(decide=EASY))
     ev = early.eval
     assert decided(ev, EASY) and ev["steps"] == early.steps < 120 and ev["decided"]["step"] == early.steps
     assert ev["steps_to_realise"] == early.steps
@@ -62,7 +62,7 @@ def test_a_run_stops_where_its_probe_and_its_evaluation_agree(tmp_path):
     # the training up to the decision is the full run's, step for step
     assert rows_without_clock(tmp_path / "early") == rows_without_clock(tmp_path / "full")[: early.steps]
     # asked again with the same rule: finished, nothing trains; without a rule it trains on to the end
-    again = train(tiny(), tmp_path / "early", progress=False, decide=EASY)
+    again = train(tiny(), tmp_path / "early", progress=False, until=Until(decide=EASY))
     assert again.steps == early.steps and again.eval == ev
     resumed = train(tiny(), tmp_path / "early", progress=False)
     assert resumed.steps == 120 and not decided(resumed.eval, None)
@@ -74,7 +74,7 @@ def test_a_run_stops_where_its_probe_and_its_evaluation_agree(tmp_path):
 def test_an_evaluation_that_disagrees_sends_the_run_on_to_its_end(tmp_path, monkeypatch):
     full = train(tiny(), tmp_path / "full", progress=False)
     monkeypatch.setattr(Decision, "eval_score", lambda self, ev: 0.0)  # the probe says yes, the evaluation no
-    res = train(tiny(), tmp_path / "run", progress=False, decide=EASY)
+    res = train(tiny(), tmp_path / "run", progress=False, until=Until(decide=EASY))
     assert res.steps == 120 and not decided(res.eval, None)
     record = json.loads((tmp_path / "run" / DECISION_FILE).read_text())
     assert record["realised"] is False and 0 < record["step"] < 120
@@ -86,7 +86,7 @@ def test_an_evaluation_that_disagrees_sends_the_run_on_to_its_end(tmp_path, monk
 
 
 def test_a_run_that_does_not_realise_trains_its_whole_budget(tmp_path):
-    res = train(tiny(), tmp_path / "run", progress=False, decide=Decision("kl_bayes_model", threshold=1.0))
+    res = train(tiny(), tmp_path / "run", progress=False, until=Until(decide=Decision("kl_bayes_model", threshold=1.0)))
     assert res.steps == 120 and "decided" not in res.eval and not (tmp_path / "run" / DECISION_FILE).exists()
     with pytest.raises(ValueError, match="one the probe logs"):
         Decision("kl_model_bayes")

@@ -14,7 +14,7 @@ import pytest
 from windtunnel.config import ConfigError
 from windtunnel.train import tracking as tracking_mod
 from windtunnel.train.tracking import eval_metrics, flatten, parse_trackers
-from windtunnel.train.trainer import train
+from windtunnel.train.trainer import Until, train
 
 
 def rows_of(run_dir):
@@ -100,7 +100,7 @@ def test_a_resumed_run_logs_each_step_once(tiny_config, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     cfg = small(tiny_config)
-    train(cfg, tmp_path / "run", progress=False, stop_at=6, trackers=["tensorboard"])
+    train(cfg, tmp_path / "run", progress=False, trackers=["tensorboard"], until=Until(step=6))
     state = json.loads((tmp_path / "run" / "tracking.json").read_text())
     assert state["tensorboard"]["step"] == 6 and not state["tensorboard"].get("final")
     res = train(cfg, tmp_path / "run", progress=False, trackers=["tensorboard"])

@@ -7,11 +7,22 @@ bit, below what bf16 logits resolve.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from windtunnel.evaluate.metrics import AUTHORS_KL_EPS, accuracy, entropy_error, model_prediction, per_position, summarize
+from windtunnel.compat import legacy_group
+from windtunnel.evaluate.metrics import (
+    ABS_MEAN_KEY,
+    AUTHORS_KL_EPS,
+    Bootstrap,
+    accuracy,
+    entropy_error,
+    model_prediction,
+    per_position,
+    summarize,
+)
 from windtunnel.evaluate.record import METRICS
 from windtunnel.progress import progress_bar
 from windtunnel.tasks.base import Batch, Prediction, Task, make_generator
@@ -47,11 +58,11 @@ def probe_metrics(model: torch.nn.Module, task: Task, batch: Batch) -> dict[str,
 
 def _probe_values(pred: Prediction, batch: Batch) -> dict[str, float]:
     pp = per_position(pred, task_bayes(batch), eps=AUTHORS_KL_EPS)
-    out = {"probe_entropy_error": float(entropy_error(pp["dh"])),
-           "probe_kl_bayes_model": float(pp["kl_bayes_model"].mean())}
+    out = {METRICS["entropy_error"].probe_key: float(entropy_error(pp["dh"])),
+           METRICS["kl_bayes_model"].probe_key: float(pp["kl_bayes_model"].mean())}
     target = batch.target
     if target is not None and pred.probs is not None and not target.is_floating_point():
-        out["probe_accuracy"] = float(accuracy(pred.probs, target).mean())
+        out[METRICS["accuracy"].probe_key] = float(accuracy(pred.probs, target).mean())
     return out
 
 
@@ -70,38 +81,48 @@ def probe_baselines(task: Task, batch: Batch) -> dict[str, float]:
     return best
 
 
-def evaluate(
-    model: torch.nn.Module,
-    task: Task,
-    n_sequences: int = 2000,
-    seed: int = 0,
-    batch_size: int = 500,
-    n_boot: int = 1000,
-    lengths: list[int] | None = None,
-    progress: bool = False,
-) -> dict[str, Any]:
-    """Calibration of ``model`` on ``task`` (and on the task at other ``lengths``); ``progress``:
-    a bar on stderr over the forward passes and the bootstrap of each length.
+@dataclass(frozen=True)
+class EvalSettings:
+    """What :func:`evaluate` measures on: ``n_sequences`` held-out sequences of the eval stream of
+    ``seed``, in forward passes of ``batch_size``, with ``n_boot`` bootstrap resamples (seeded by
+    ``seed`` too) for the intervals, at the training length and the extra ``lengths``. A run's
+    come from its ``eval`` config and ``train.seed``."""
+
+    n_sequences: int = 2000
+    seed: int = 0
+    batch_size: int = 500
+    n_boot: int = 1000
+    lengths: tuple[int, ...] = ()
+
+
+def evaluate(model: torch.nn.Module, task: Task, settings: EvalSettings | None = None, progress: bool = False,
+             **legacy: Any) -> dict[str, Any]:
+    """Calibration of ``model`` on ``task`` (and on the task at other lengths), as ``settings``
+    say (:class:`EvalSettings`; the defaults when None); ``progress``: a bar on stderr over the
+    forward passes and the bootstrap of each length. (The keywords ``n_sequences``, ``seed``,
+    ``batch_size``, ``n_boot`` and ``lengths`` of earlier versions still work, deprecated: they
+    build the settings.)
 
     Returns ``{"lengths": {L: summary}, "main_length": L0, "baselines": {L: {name: summary}}}``
     where each summary is :func:`windtunnel.evaluate.metrics.summarize`'s dict.
     """
+    s = legacy_group("evaluate", settings, legacy, EvalSettings)
     field = task.Config.length_field
     main = getattr(task.config, field) if field else None
-    todo = [main] + [L for L in (lengths or []) if L != main]
+    todo = [main] + [L for L in (s.lengths or []) if L != main]
     out: dict[str, Any] = {"main_length": main, "length_field": field, "lengths": {}, "baselines": {}}
-    passes = -(-n_sequences // batch_size)
+    passes = -(-s.n_sequences // s.batch_size)
     bar = progress_bar(len(todo) * (passes + 1), desc="evaluate", enabled=progress, unit="batch")
     for L in todo:
         t = task if L == main else task.with_length(L)
-        batch = sample_eval(t, n_sequences, seed)
-        pred = predict(model, t, batch, batch_size, on_batch=bar.update)
+        batch = sample_eval(t, s.n_sequences, s.seed)
+        pred = predict(model, t, batch, s.batch_size, on_batch=bar.update)
         key = str(L)
-        out["lengths"][key] = summarize(pred, task_bayes(batch), batch.target, n_boot=n_boot, seed=seed)
+        out["lengths"][key] = summarize(pred, task_bayes(batch), batch.target, Bootstrap(s.n_boot, seed=s.seed))
         bar.update()  # the bootstrap: as long as the forward passes
         out["lengths"][key]["step"] = batch.step.tolist()
         out["baselines"][key] = {
-            name: _headline(summarize(p, task_bayes(batch), batch.target, n_boot=1, seed=seed))
+            name: _headline(summarize(p, task_bayes(batch), batch.target, Bootstrap(1, seed=s.seed)))
             for name, p in t.baselines(batch).items()
         }
     bar.close()
@@ -113,5 +134,8 @@ def task_bayes(batch: Batch) -> Prediction:
 
 
 def _headline(summary: dict[str, Any]) -> dict[str, float]:
-    keys = ("entropy_error_mean_abs", "entropy_error_abs_mean", "kl_bayes_model", "accuracy")
+    """A baseline's numbers in ``eval.json``: the entropy error in both aggregations, KL(Bayes||model)
+    and the accuracy (when it has one)."""
+    keys = (METRICS["entropy_error"].eval_key, ABS_MEAN_KEY, METRICS["kl_bayes_model"].eval_key,
+            METRICS["accuracy"].eval_key)
     return {k: summary[k]["value"] for k in keys if k in summary}

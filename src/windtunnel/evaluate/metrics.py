@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 
+from windtunnel.compat import legacy_group
+from windtunnel.evaluate.record import METRICS
 from windtunnel.infotheory import entropy_bits, gaussian_entropy_bits, gaussian_kl_bits, kl_bits
 from windtunnel.tasks.base import Prediction
 
@@ -201,37 +204,66 @@ def bootstrap_ci(values: torch.Tensor, stat: Callable[[torch.Tensor], torch.Tens
 # ---------------------------------------------------------------------------------------
 # Summary
 # ---------------------------------------------------------------------------------------
+#: the key of the entropy error's other aggregation (per position |mean dH|, the authors' bijection script's)
+ABS_MEAN_KEY = "entropy_error_abs_mean"
+#: the key of the model's probability on answers the exact posterior rules out (categorical tasks)
+INVALID_MASS_KEY = "invalid_mass"
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """The percentile bootstrap of :func:`summarize`'s intervals: ``n_boot`` resamples of the
+    sequences, the interval's ``level``, and the ``seed`` of the resamples (one seed for every
+    metric, so their intervals are paired)."""
+
+    n_boot: int = 1000
+    level: float = 0.95
+    seed: int = 0
+
+
+def _statistics(pp: dict[str, torch.Tensor], model: Prediction, target: torch.Tensor | None,
+                positions: Positions) -> dict[str, tuple[torch.Tensor, Callable]]:
+    """Each metric of a summary, by its key in ``eval.json`` (the headline ones' from
+    :data:`~windtunnel.evaluate.record.METRICS`): its per-(example, position) values and the
+    statistic that reduces them."""
+    key = {name: spec.eval_key for name, spec in METRICS.items()}
+    values: dict[str, tuple[torch.Tensor, Callable]] = {
+        key["entropy_error"]: (pp["dh"], lambda x: entropy_error(x, "mean_abs")),
+        ABS_MEAN_KEY: (pp["dh"], lambda x: entropy_error(x, "abs_mean")),
+        key["kl_bayes_model"]: (pp["kl_bayes_model"], mean_stat),
+        key["kl_model_bayes"]: (pp["kl_model_bayes"], mean_stat),
+    }
+    if "invalid_mass" in pp:
+        values[INVALID_MASS_KEY] = (pp["invalid_mass"], mean_stat)
+    if target is not None and model.probs is not None and not target.is_floating_point():
+        values[key["accuracy"]] = (_select(accuracy(model.probs, target), positions), mean_stat)
+    return values
+
+
 def summarize(model: Prediction, bayes: Prediction, target: torch.Tensor | None = None,
-              n_boot: int = 1000, level: float = 0.95, seed: int = 0,
-              eps: float = AUTHORS_KL_EPS, positions: Positions = None) -> dict:
+              bootstrap: Bootstrap | None = None, eps: float = AUTHORS_KL_EPS, positions: Positions = None,
+              **legacy: Any) -> dict:
     """All headline metrics with bootstrap CIs (sequences resampled), as plain floats and lists.
 
     Each metric is ``{"value", "lo", "hi"}``: entropy error in both aggregations, KL in both
     directions (with the ``eps`` clip, reported as ``kl_eps``; 0 gives exact KLs that may be inf,
     which ``json.dumps`` writes as ``Infinity``), ``invalid_mass`` (categorical) and ``accuracy``
     (fraction, when ``target`` is given as integer answers). Every metric's CI uses the same
-    resampled sequences (one ``seed``). ``curves`` holds per-position means of h_model,
-    h_bayes and |dh|. ``positions`` restricts everything to a subset of scored positions.
+    resampled sequences (:class:`Bootstrap`, default 1000 resamples at 95%, seed 0). ``curves``
+    holds per-position means of h_model, h_bayes and |dh|. ``positions`` restricts everything to a
+    subset of scored positions. (The keywords ``n_boot``, ``level`` and ``seed`` of earlier
+    versions still work, deprecated: they build the :class:`Bootstrap`.)
     """
+    boot = legacy_group("summarize", bootstrap, legacy, Bootstrap)
     pp = {k: _select(v, positions) for k, v in per_position(model, bayes, eps=eps).items()}
-    values: dict[str, tuple[torch.Tensor, Callable]] = {
-        "entropy_error_mean_abs": (pp["dh"], lambda x: entropy_error(x, "mean_abs")),
-        "entropy_error_abs_mean": (pp["dh"], lambda x: entropy_error(x, "abs_mean")),
-        "kl_bayes_model": (pp["kl_bayes_model"], mean_stat),
-        "kl_model_bayes": (pp["kl_model_bayes"], mean_stat),
-    }
-    if "invalid_mass" in pp:
-        values["invalid_mass"] = (pp["invalid_mass"], mean_stat)
-    if target is not None and model.probs is not None and not target.is_floating_point():
-        values["accuracy"] = (_select(accuracy(model.probs, target), positions), mean_stat)
-
+    values = _statistics(pp, model, target, positions)
     b, p = pp["dh"].shape
     out: dict = {"kind": _kind(model), "n_examples": int(b), "n_positions": int(p),
-                 "n_boot": int(n_boot), "level": float(level), "seed": int(seed),
+                 "n_boot": int(boot.n_boot), "level": float(boot.level), "seed": int(boot.seed),
                  "kl_eps": float(eps) if model.probs is not None else None,
-                 "entropy_error_reported": "entropy_error_mean_abs"}
+                 "entropy_error_reported": METRICS["entropy_error"].eval_key}
     for name, (x, stat) in values.items():
-        est, lo, hi = bootstrap_ci(x, stat, n_boot=n_boot, level=level, generator=seed)
+        est, lo, hi = bootstrap_ci(x, stat, n_boot=boot.n_boot, level=boot.level, generator=boot.seed)
         out[name] = {"value": est, "lo": lo, "hi": hi}
     out["curves"] = {
         "h_model": per_position_curve(pp["h_model"]).tolist(),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from windtunnel.evaluate.record import METRICS
 from windtunnel.figures import line_styles, log_axes, plt, save_figure
 
 
@@ -40,7 +41,8 @@ def length_plot(per_length: dict[str, dict[str, Any]], path: Path | str, title: 
     """|H_model - H_Bayes| per position for each evaluation length (length generalisation)."""
     fig, ax = plt.subplots(figsize=(7, 4))
     ordered = sorted(per_length.items(), key=lambda kv: int(kv[0]))
-    labels = [f"length {L}: {s['entropy_error_mean_abs']['value']:.4f} bits" for L, s in ordered]
+    e = METRICS["entropy_error"]
+    labels = [f"length {L}: {s[e.eval_key]['value']:.{e.digits}f} {e.unit}" for L, s in ordered]
     look = line_styles(labels)
     for label, (_, s) in zip(labels, ordered):
         ax.plot(s["step"], [max(v, 1e-6) for v in s["curves"]["abs_dh"]], ms=3, label=label, **look[label])

@@ -132,16 +132,17 @@ class Evaluation(Mapping[str, Any]):
 def evaluation_lines(ev: Mapping[str, Any]) -> list[str]:
     """An evaluation as ``windtunnel train`` and ``windtunnel eval`` print it: parameters, steps and
     seconds, then per evaluated length the entropy error with its interval, the KL and the accuracy,
-    and each baseline's entropy error."""
+    and each baseline's entropy error (keys and decimals from :data:`METRICS`; the terminal spells
+    the KL ``KL(Bayes||model)``)."""
+    e, kl, acc = METRICS["entropy_error"], METRICS["kl_bayes_model"], METRICS["accuracy"]
     lines = [f"{ev['n_params']:,} parameters, {ev['steps']} steps, {ev['train_seconds']:.0f} s of training"]
     for L, s in ev["lengths"].items():
         name = f"{ev['length_field']}={L}" if ev["length_field"] else "eval"
-        e = s["entropy_error_mean_abs"]
-        line = f"  {name}: entropy error {e['value']:.4f} bits [{e['lo']:.4f}, {e['hi']:.4f}]"
-        line += f", KL(Bayes||model) {s['kl_bayes_model']['value']:.4f} bits"
-        if "accuracy" in s:
-            line += f", accuracy {s['accuracy']['value']:.3f}"
+        v = s[e.eval_key]
+        line = f"  {name}: {e.label} {v['value']:.{e.digits}f} {e.unit} [{v['lo']:.{e.digits}f}, {v['hi']:.{e.digits}f}]"
+        line += f", KL(Bayes||model) {s[kl.eval_key]['value']:.{kl.digits}f} {kl.unit}"
+        if acc.eval_key in s:
+            line += f", {acc.label} {s[acc.eval_key]['value']:.{acc.digits}f}"
         lines.append(line)
-        lines += [f"      baseline {b}: entropy error {v['entropy_error_mean_abs']:.4f} bits"
-                  for b, v in ev["baselines"][L].items()]
+        lines += [f"      baseline {b}: {e.label} {v[e.eval_key]:.{e.digits}f} {e.unit}" for b, v in ev["baselines"][L].items()]
     return lines

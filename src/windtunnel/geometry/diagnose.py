@@ -59,38 +59,12 @@ def run_diagnostics(run_dir: Path | str, analyses: list[str] | None = None,
     wanted = parse_analyses(analyses)
     t_start = time.perf_counter()
     ctx = Context(run_dir, n_sequences=n_sequences, seed=seed)
-    names = wanted if wanted is not None else REGISTRY.names()
-    todo, skipped = [], {}
-    for name in names:
-        reason = REGISTRY.get(name).applies(ctx)
-        if reason is None:
-            todo.append(name)
-        elif wanted is not None and strict:
-            raise ConfigError(f"analysis '{name}' does not apply to this run "
-                              f"({ctx.config.task}/{ctx.config.model}): {reason}")
-        else:
-            skipped[name] = reason
-
+    todo, skipped = _applicable(ctx, wanted, strict)
     # a bar over the capture, each analysis and the plots (the analyses' times are in diagnostics.json)
     capture = any(REGISTRY.get(name).needs_activations for name in todo)
     bar = progress_bar(len(todo) + 1 + capture, desc="diagnose", enabled=progress, unit="analysis")
-    results, timings = {}, {}
     t_setup = time.perf_counter() - t_start
-    # numpy's matrices here are small (d x d); a multithreaded BLAS gains nothing on them and
-    # stalls badly (30x measured) when the cores are busy, so it runs single-threaded
-    with torch.no_grad(), threadpool_limits(1, user_api="blas"):
-        if capture:  # capture once, timed on its own
-            bar.set_postfix(now="capture")
-            t0 = time.perf_counter()
-            ctx.acts("final"), ctx.acts("init")
-            timings["capture"] = time.perf_counter() - t0
-            bar.update()
-        for name in todo:
-            bar.set_postfix(now=name)
-            t0 = time.perf_counter()
-            results[name] = REGISTRY.get(name).run(ctx)
-            timings[name] = time.perf_counter() - t0
-            bar.update()
+    results, timings = _analyse(ctx, todo, capture, bar)
     doc: dict[str, Any] = {**ctx.describe(), "analyses_run": todo, "skipped": skipped,
                            "init_weights": ctx.init_source or None, "results": results}
     doc = jsonable(doc)
@@ -108,3 +82,41 @@ def run_diagnostics(run_dir: Path | str, analyses: list[str] | None = None,
     atomic_write_text(ctx.run_dir / "diagnostics.json", json.dumps(doc, indent=1, allow_nan=False))
     atomic_write_text(ctx.run_dir / "diagnostics.md", render(doc, REGISTRY))
     return doc
+
+
+def _applicable(ctx: Context, wanted: list[str] | None, strict: bool) -> tuple[list[str], dict[str, str]]:
+    """(the analyses to run, {skipped analysis: why}): of ``wanted`` (None: all), those that apply to
+    the run; one asked for by name that does not is a ConfigError when ``strict``."""
+    todo, skipped = [], {}
+    for name in wanted if wanted is not None else REGISTRY.names():
+        reason = REGISTRY.get(name).applies(ctx)
+        if reason is None:
+            todo.append(name)
+        elif wanted is not None and strict:
+            raise ConfigError(f"analysis '{name}' does not apply to this run "
+                              f"({ctx.config.task}/{ctx.config.model}): {reason}")
+        else:
+            skipped[name] = reason
+    return todo, skipped
+
+
+def _analyse(ctx: Context, todo: list[str], capture: bool, bar: Any) -> tuple[dict[str, Any], dict[str, float]]:
+    """Run the analyses ``todo`` (after capturing the activations once, when ``capture``): their
+    results and seconds, by name."""
+    results, timings = {}, {}
+    # numpy's matrices here are small (d x d); a multithreaded BLAS gains nothing on them and
+    # stalls badly (30x measured) when the cores are busy, so it runs single-threaded
+    with torch.no_grad(), threadpool_limits(1, user_api="blas"):
+        if capture:  # capture once, timed on its own
+            bar.set_postfix(now="capture")
+            t0 = time.perf_counter()
+            ctx.acts("final"), ctx.acts("init")
+            timings["capture"] = time.perf_counter() - t0
+            bar.update()
+        for name in todo:
+            bar.set_postfix(now=name)
+            t0 = time.perf_counter()
+            results[name] = REGISTRY.get(name).run(ctx)
+            timings[name] = time.perf_counter() - t0
+            bar.update()
+    return results, timings

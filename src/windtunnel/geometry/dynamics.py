@@ -62,7 +62,7 @@ def checkpoint_point(ctx: Context, model, acts: Activations, final: Activations,
     pca = stats.pca_summary(x, y, standardize=True)
     pp = per_position(model_prediction(acts.logits, ctx.task.spec.output_kind), ctx.bayes, eps=AUTHORS_KL_EPS)
     row = {"pc1": pca["pc1"], "spearman_pc1": pca["spearman_pc1"],
-           "probe_r2": stats.probe_r2(x, y, seed=ctx.seed, groups=ctx.groups.numpy()),
+           "probe_r2": stats.probe_r2(x, y, stats.Split(ctx.seed, groups=ctx.groups.numpy())),
            "entropy_error": float(entropy_error(pp["dh"])), "kl_bayes_model": float(pp["kl_bayes_model"].mean())}
     if acts.patterns:
         js = attention_js(acts, final)

@@ -45,8 +45,8 @@ def describe(acts: Activations, ctx: Context, lab, k, probe_layers: bool = True)
     if lab is not None and 2 <= k < len(y):
         out["clusters"] = stats.kmeans_summary(x, k, lab, seed=ctx.seed)
     if probe_layers:
-        out["probe_per_layer"] = {name: stats.probe_r2(flat(acts.states[name]).numpy(), y, seed=ctx.seed, groups=groups)
-                                  for name in acts.layer_names}
+        split = stats.Split(ctx.seed, groups=groups)
+        out["probe_per_layer"] = {name: stats.probe_r2(flat(acts.states[name]).numpy(), y, split) for name in acts.layer_names}
     return out
 
 

@@ -13,8 +13,6 @@ A run page has the same for one run.
 
 from __future__ import annotations
 
-import base64
-import datetime
 import html
 import json
 import re
@@ -22,72 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from windtunnel.config import ConfigError
-from windtunnel.evaluate.record import Evaluation
+from windtunnel.evaluate.record import METRICS
 from windtunnel.files import atomic_write_text
 from windtunnel.report import plots, scorecard
+from windtunnel.report.run_page import run_report
+from windtunnel.report.shared import FILES, geometry_section, image, main_curves, probe_curve, read_eval, still_learning
+from windtunnel.report.standalone import to_html
 from windtunnel.report.text import _config_block, _demote
 from windtunnel.tables import table
-
-FILES = "report_files"
-
-
-# ---------------------------------------------------------------------------------------
-# Shared pieces
-# ---------------------------------------------------------------------------------------
-def _eval(run_dir: Path) -> dict[str, Any] | None:
-    from windtunnel.train.rundir import RunDir
-
-    return RunDir(run_dir).eval()
-
-
-def _probe_curve(run_dir: Path, metric: str = "entropy_error") -> tuple[list[int], list[float]]:
-    """The held-out checks of ``metric`` logged during training (``probe_<metric>`` in ``metrics.jsonl``)."""
-    from windtunnel.train.rundir import RunDir
-
-    key = f"probe_{metric}"
-    rows = [r for r in RunDir(run_dir).metrics() if key in r]
-    return [r["step"] for r in rows], [r[key] for r in rows]
-
-
-#: a run is "still learning" when its probe metric improved by more than this over the last quarter
-STILL_LEARNING = {"relative": 0.10, "accuracy": 0.02}
-
-
-def still_learning(steps: list[int], values: list[float], metric: str) -> tuple[float, float] | None:
-    """``(value a quarter of the run before the end, final value)`` when the probe metric still
-    improved over the last quarter of training by more than :data:`STILL_LEARNING` (10% of an
-    error, or 0.02 of accuracy); None when it had levelled off (or the curve is too short)."""
-    if len(steps) < 3:
-        return None
-    cut = steps[-1] - (steps[-1] - steps[0]) / 4
-    before = [v for s, v in zip(steps, values) if s <= cut][-1]
-    last = values[-1]
-    if metric == "accuracy":
-        return (before, last) if last - before > STILL_LEARNING["accuracy"] else None
-    return (before, last) if last < (1 - STILL_LEARNING["relative"]) * before else None
-
-
-def _main_curves(ev: dict[str, Any], length: str | None = None) -> dict[str, Any]:
-    s = Evaluation(ev).at(length)
-    return {**s["curves"], "step": s["step"]}
-
-
-def _img(rel: str, alt: str) -> str:
-    return f"![{alt}]({rel})"
-
-
-def geometry_section(run_dir: Path, rel: str, level: int = 3) -> list[str]:
-    """A run's diagnostics.md (its title and list of plot links dropped, its sections at heading
-    ``level``) followed by its geometry plots inlined."""
-    md_path = run_dir / "diagnostics.md"
-    if not md_path.is_file():
-        return []
-    text = md_path.read_text().split("\n## Plots", 1)[0]
-    text = re.sub(r"\A# [^\n]*\n", "", text)
-    lines = [_demote(text, level - 2), ""]
-    for p in sorted((run_dir / "plots" / "geometry").glob("*.png")):
-        lines += [_img(f"{rel}/plots/geometry/{p.name}", p.stem.replace("_", " ")), ""]
-    return lines
 
 
 # ---------------------------------------------------------------------------------------
@@ -139,12 +79,12 @@ def experiment_section(folder: Path, exp: str, slug: str, members: list, rows: l
     files = folder / FILES
     lines = [f"## {html.escape(exp, quote=False)}", ""]
     chosen = _one_per_setting(members)
-    evals = {label: _eval(folder / r.name) for label, r in chosen.items()}
+    evals = {label: read_eval(folder / r.name) for label, r in chosen.items()}
     labelled = {f"{label} ({ev['n_params'] / 1e6:.2f}M)": ev for label, ev in evals.items()}
 
-    plots.calibration_plot({k: _main_curves(ev) for k, ev in labelled.items()}, files / f"{slug}_calibration.png",
+    plots.calibration_plot({k: main_curves(ev) for k, ev in labelled.items()}, files / f"{slug}_calibration.png",
                            title=f"{exp}: model vs exact Bayes entropy (training length)")
-    lines += ["### Per-position calibration", "", _img(f"{FILES}/{slug}_calibration.png", f"{exp} calibration"), ""]
+    lines += ["### Per-position calibration", "", image(f"{FILES}/{slug}_calibration.png", f"{exp} calibration"), ""]
     lines += _lengths_section(files, exp, slug, rows, labelled)
     if "accuracy" in (rule_metric, task_metric(members[0].config.task)):
         lines += _accuracy_section(files, exp, slug, rows)
@@ -155,7 +95,7 @@ def experiment_section(folder: Path, exp: str, slug: str, members: list, rows: l
             lines += [f"### Geometry: {r.name}", ""] + geo
     body = []
     for r in members:
-        ev = _eval(folder / r.name)
+        ev = read_eval(folder / r.name)
         body.append([f"`{r.name}`", r.config.model, html.escape(str(r.labels), quote=False), f"{ev['n_params']:,}",
                      ev["steps"], f"{ev['train_seconds']:.0f}"])
     return lines + ["### Runs", ""] + table(["run", "model", "grid point", "params", "steps", "train s"], body) + [""]
@@ -175,13 +115,13 @@ def _lengths_section(files: Path, exp: str, slug: str, rows: list[dict[str, Any]
     plots.length_comparison_plot(per_model, files / f"{slug}_lengths.png", train_length=train_len,
                                  title=f"{exp}: length generalisation")
     longest = str(max(lengths))
-    plots.calibration_plot({k: _main_curves(ev, longest) for k, ev in labelled.items() if longest in ev["lengths"]},
+    plots.calibration_plot({k: main_curves(ev, longest) for k, ev in labelled.items() if longest in ev["lengths"]},
                            files / f"{slug}_calibration_longest.png",
                            title=f"{exp}: calibration at length {longest}")
     return ["### Length generalisation", "",
             f"Trained at length {train_len}; evaluated at {', '.join(map(str, lengths))} (values in the table above).", "",
-            _img(f"{FILES}/{slug}_lengths.png", f"{exp} length generalisation"), "",
-            _img(f"{FILES}/{slug}_calibration_longest.png", f"{exp} calibration at length {longest}"), ""]
+            image(f"{FILES}/{slug}_lengths.png", f"{exp} length generalisation"), "",
+            image(f"{FILES}/{slug}_calibration_longest.png", f"{exp} calibration at length {longest}"), ""]
 
 
 def _accuracy_section(files: Path, exp: str, slug: str, rows: list[dict[str, Any]]) -> list[str]:
@@ -195,13 +135,14 @@ def _accuracy_section(files: Path, exp: str, slug: str, rows: list[dict[str, Any
     plots.accuracy_plot(acc, files / f"{slug}_accuracy.png", chance=base,
                         chance_label=main_rows[0].get("baseline_accuracy_name") or "baseline",
                         title=f"{exp}: accuracy at the query positions")
-    body = [[label, f"{r['accuracy']:.3f} [{r['accuracy_lo']:.3f}, {r['accuracy_hi']:.3f}]",
-             "-" if r.get("paper_accuracy") is None else f"{r['paper_accuracy']:.3f}"]
+    d = METRICS["accuracy"].digits
+    body = [[label, f"{r['accuracy']:.{d}f} [{r['accuracy_lo']:.{d}f}, {r['accuracy_hi']:.{d}f}]",
+             "-" if r.get("paper_accuracy") is None else f"{r['paper_accuracy']:.{d}f}"]
             for label, r in zip(labels, main_rows)]
     if base is not None:
-        body.append([f"baseline: {main_rows[0].get('baseline_accuracy_name')}", f"{base:.3f}", ""])
-    return (["### Accuracy", ""] + table(["model", "accuracy [95% CI]", "paper"], body)
-            + ["", _img(f"{FILES}/{slug}_accuracy.png", f"{exp} accuracy"), ""])
+        body.append([f"baseline: {main_rows[0].get('baseline_accuracy_name')}", f"{base:.{d}f}", ""])
+    return (["### Accuracy", ""] + table(["model", f"{METRICS['accuracy'].heading} [95% CI]", "paper"], body)
+            + ["", image(f"{FILES}/{slug}_accuracy.png", f"{exp} accuracy"), ""])
 
 
 def _training_section(folder: Path, exp: str, slug: str, chosen: dict[str, Any], rule_metric: str | None
@@ -209,19 +150,20 @@ def _training_section(folder: Path, exp: str, slug: str, chosen: dict[str, Any],
     """The held-out probe during training in the primitive's metric (runs logged before the
     probe had it fall back to the entropy error), and which runs were still learning."""
     for metric in dict.fromkeys((rule_metric or "entropy_error", "entropy_error")):
-        curves = {label: c for label, r in chosen.items() if (c := _probe_curve(folder / r.name, metric))[0]}
+        curves = {label: c for label, r in chosen.items() if (c := probe_curve(folder / r.name, metric))[0]}
         if curves:
             break
     if not curves:
         return []
     plots.training_curves_plot(curves, folder / FILES / f"{slug}_training.png", title=f"{exp}: training ({metric})",
                                metric=metric)
-    lines = ["### Training", "", f"The held-out probe's {metric.replace('_', ' ')} during training.", "",
-             _img(f"{FILES}/{slug}_training.png", f"{exp} training curves"), ""]
+    said = METRICS[metric].label
+    lines = ["### Training", "", f"The held-out probe's {said} during training.", "",
+             image(f"{FILES}/{slug}_training.png", f"{exp} training curves"), ""]
     learning = {k: v for k, v in ((k, still_learning(*c, metric)) for k, c in curves.items()) if v}
     if learning:
         lines += ["Still learning at the end of the budget (the probe improved over the last quarter of "
-                  "training): " + "; ".join(f"{html.escape(k, quote=False)} ({metric.replace('_', ' ')} "
+                  "training): " + "; ".join(f"{html.escape(k, quote=False)} ({said} "
                                              f"{a:.4g} -> {b:.4g})" for k, (a, b) in learning.items()) + ".", ""]
     return lines
 
@@ -242,7 +184,7 @@ def sweep_ladders_section(folder: Path, sweep: Any, summary: dict[str, Any]) -> 
         name = f"ladder-{i}_{re.sub(r'[^A-Za-z0-9_-]', '_', prim)}.png"  # the index keeps cleaned names apart
         plots.ladder_heatmap(scores, folder / FILES / name, title=f"{prim}: score per rung (outlined: realised)",
                              realised=sweep.primitives.realised)
-        lines += [_img(f"{FILES}/{name}", "scores per rung"), ""]
+        lines += [image(f"{FILES}/{name}", "scores per rung"), ""]
     return lines
 
 
@@ -273,7 +215,7 @@ def tune_section(folder: Path) -> list[str]:
                         rungs.setdefault(int(step), []).append((c["point"]["train.lr"], value))
         slug = re.sub(r"[^A-Za-z0-9_-]", "_", task)
         plots.tune_plot(per_model, folder / FILES / f"tune_{slug}.png", mine[0]["metric"], title=f"{task}: tuning")
-        lines += [f"### {html.escape(task, quote=False)}", "", _img(f"{FILES}/tune_{slug}.png", f"{task} tuning"), ""]
+        lines += [f"### {html.escape(task, quote=False)}", "", image(f"{FILES}/tune_{slug}.png", f"{task} tuning"), ""]
         for d in mine:
             md = folder / f"{tune_name(d['task'], d['model'], d['spec']['full'])}.md"
             if md.is_file():
@@ -313,104 +255,8 @@ def _one_per_setting(members: list) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------
-# One run
+# The page (a run's: windtunnel.report.run_page; the HTML: windtunnel.report.standalone)
 # ---------------------------------------------------------------------------------------
-def _ci(m: dict[str, float] | None, digits: int = 4) -> str:
-    if m is None:
-        return "-"
-    return f"{m['value']:.{digits}f} [{m['lo']:.{digits}f}, {m['hi']:.{digits}f}]"
-
-
-def run_report(run_dir: Path) -> tuple[str, str]:
-    from windtunnel.train.rundir import RunDir
-
-    run = RunDir(run_dir)
-    cfg = run.config
-    ev = run.eval()
-    title = f"windtunnel report: run {run_dir.name}"
-    lines = [f"# {title}", "",
-             f"Task **{cfg.task}** `{json.dumps(cfg.task_params)}`, model **{cfg.model}**, profile `{cfg.profile}`, "
-             f"seed {cfg.train.seed}, {cfg.train.steps} steps of batch {cfg.train.batch_size}.", ""]
-    if ev is None:
-        lines += ["**This run has no evaluation yet** (`windtunnel train` resumes it; `windtunnel eval` evaluates "
-                  "its last checkpoint).", ""]
-    else:
-        lines += [f"{ev['n_params']:,} parameters, {ev['steps']} steps, {ev['train_seconds']:.0f} s of training.", "",
-                  "## Calibration against the exact posterior", ""]
-        body = [[f"{L}" + (" (train)" if L == str(ev["main_length"]) else ""), _ci(s["entropy_error_mean_abs"]),
-                 _ci(s["entropy_error_abs_mean"]), _ci(s["kl_bayes_model"]), _ci(s["kl_model_bayes"]),
-                 _ci(s.get("accuracy"), 3)] for L, s in ev["lengths"].items()]
-        lines += table(["length", "entropy error (bits)", "|mean dH| (bits)", "KL(Bayes‖model)", "KL(model‖Bayes)",
-                        "accuracy"], body)
-        body = [[name, L, f"{b['entropy_error_mean_abs']:.4f}", f"{b['kl_bayes_model']:.4f}",
-                 f"{b['accuracy']:.3f}" if "accuracy" in b else "-"]
-                for L, base in ev["baselines"].items() for name, b in base.items()]
-        lines += [""] + table(["baseline", "length", "entropy error (bits)", "KL(Bayes‖model)", "accuracy"], body)
-        files = run_dir / FILES
-        plots.calibration_plot({"model": _main_curves(ev)}, files / "calibration.png", title=f"{cfg.task}: {cfg.model}")
-        lines += ["", _img(f"{FILES}/calibration.png", "calibration"), ""]
-        if len(ev["lengths"]) > 1:
-            plots.length_plot({L: {**s, "step": s["step"]} for L, s in ev["lengths"].items()}, files / "lengths.png",
-                              title="length generalisation")
-            lines += ["## Length generalisation", "", _img(f"{FILES}/lengths.png", "length generalisation"), ""]
-        steps, err = _probe_curve(run_dir)
-        if steps:
-            plots.training_curves_plot({cfg.model: (steps, err)}, files / "training.png", title="training")
-            lines += ["## Training", "", _img(f"{FILES}/training.png", "training curve"), ""]
-    geo = geometry_section(run_dir, ".", level=3)
-    if geo:
-        lines += ["## Geometry", ""] + geo
-    lines += ["## Run config", ""] + _config_block(cfg.model_dump(mode="json"))
-    return title, "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------
-# The page
-# ---------------------------------------------------------------------------------------
-CSS = """
-body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; max-width: 1150px; margin: 2em auto;
-       padding: 0 1em; color: #1d1d1f; line-height: 1.45; }
-h1 { border-bottom: 2px solid #444; padding-bottom: .2em; }
-h2 { border-bottom: 1px solid #bbb; margin-top: 2em; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; }
-th { background: #f0f0f3; }
-tr:nth-child(even) td { background: #fafafa; }
-img { max-width: 100%; height: auto; display: block; margin: 0.5em 0; }
-pre { background: #f6f6f8; padding: 0.8em; overflow-x: auto; font-size: 0.8em; }
-code { font-size: 0.92em; }
-footer { margin-top: 3em; color: #777; font-size: 0.85em; }
-"""
-
-
-def to_html(markdown_text: str, base: Path, title: str) -> str:
-    """The markdown rendered as one HTML page, every relative image inlined as a data URI."""
-    import markdown
-
-    body = markdown.markdown(markdown_text, extensions=["tables", "fenced_code"], output_format="html")
-
-    def inline(m: re.Match) -> str:
-        src = html.unescape(m.group(2))
-        if src.startswith(("data:", "http:", "https:")):
-            return m.group(0)
-        path = (base / src).resolve()
-        if not path.is_file():
-            return f'<p class="missing">(missing image: {html.escape(src)})</p>'
-        mime = "image/png" if path.suffix == ".png" else "image/svg+xml" if path.suffix == ".svg" else "image/jpeg"
-        data = base64.b64encode(path.read_bytes()).decode()
-        return f'{m.group(1)}"data:{mime};base64,{data}"'
-
-    body = re.sub(r'(<img\b[^>]*?\bsrc=)"([^"]*)"', inline, body)
-    from windtunnel import __version__
-
-    stamp = datetime.datetime.now().isoformat(timespec="seconds")
-    return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n"
-            f"<footer>windtunnel {__version__}, written {stamp}. Self-contained: the plots are inlined.</footer>\n"
-            f"</body>\n</html>\n")
-
-
 def write_report(folder: Path | str) -> dict[str, Path]:
     """Write ``report.md`` and ``report.html`` into a sweep folder, a run directory, or a folder of
     ``windtunnel llm`` (one model or a comparison: :mod:`windtunnel.report.llm_page`)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from windtunnel.evaluate.plots import calibration_plot, length_plot
+from windtunnel.evaluate.record import METRICS
 from windtunnel.figures import line_styles, log_axes, plt, save_figure
 
 __all__ = ["accuracy_plot", "calibration_plot", "length_comparison_plot", "length_plot", "training_curves_plot"]
@@ -27,7 +28,8 @@ def length_comparison_plot(per_model: dict[str, list[tuple[int, float, float, fl
         ax.errorbar(x, y, yerr=err, capsize=3, label=label, **look[label])
     if train_length is not None:
         ax.axvline(train_length, color="grey", ls=":", label=f"training length {train_length}")
-    log_axes(ax, "evaluation length (positions)", "entropy error (bits)", title or "Entropy error against the evaluation length")
+    log_axes(ax, "evaluation length (positions)", METRICS["entropy_error"].heading,
+             title or "Entropy error against the evaluation length")
     return save_figure(fig, path)
 
 
@@ -38,17 +40,26 @@ def accuracy_plot(acc: dict[str, tuple[float, float, float]], path: Path | str, 
     names = list(acc)
     vals = [acc[n][0] for n in names]
     err = [[max(acc[n][0] - acc[n][1], 0) for n in names], [max(acc[n][2] - acc[n][0], 0) for n in names]]
+    spec = METRICS["accuracy"]
     ax.bar(names, vals, yerr=err, capsize=4, color="tab:blue", alpha=0.8)
     for i, v in enumerate(vals):
-        ax.text(i, min(v + 0.03, 1.02), f"{v:.3f}", ha="center", fontsize=8)
+        ax.text(i, min(v + 0.03, 1.02), f"{v:.{spec.digits}f}", ha="center", fontsize=8)
     if chance is not None:
-        ax.axhline(chance, color="tab:red", ls="--", label=f"{chance_label} {chance:.3f}")
+        ax.axhline(chance, color="tab:red", ls="--", label=f"{chance_label} {chance:.{spec.digits}f}")
         ax.legend(fontsize=8)
     ax.set_ylim(0, 1.08)
-    ax.set_ylabel("accuracy")
+    ax.set_ylabel(spec.heading)
     ax.grid(alpha=0.3, axis="y")
     ax.set_title(title or "Accuracy at the query positions")
     return save_figure(fig, path)
+
+
+def _probe_axis(metric: str, unknown: str) -> tuple[bool, str]:
+    """(log scale, axis label) of a held-out probe metric (:data:`~windtunnel.evaluate.record.METRICS`):
+    a log axis for the errors (lower is better), a linear one for accuracy; ``unknown`` labels a
+    metric METRICS does not know (on a log axis)."""
+    spec = METRICS.get(metric)
+    return (True, unknown) if spec is None else (spec.lower_is_better, f"probe {spec.heading}")
 
 
 def training_curves_plot(curves: dict[str, tuple[list[int], list[float]]], path: Path | str, title: str = "",
@@ -56,12 +67,10 @@ def training_curves_plot(curves: dict[str, tuple[list[int], list[float]]], path:
     """A held-out probe metric during training (``probe_<metric>`` in ``metrics.jsonl``), one line
     per run: errors in bits on a log axis, accuracy on a linear one."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    log = metric != "accuracy"
+    log, ylabel = _probe_axis(metric, f"probe {metric}")
     look = line_styles(list(curves))
     for label, (steps, vals) in curves.items():
         ax.plot(steps, [max(v, 1e-6) for v in vals] if log else vals, ms=3, label=label, **look[label])
-    ylabel = {"entropy_error": "probe entropy error (bits)", "kl_bayes_model": "probe KL(Bayes || model) (bits)",
-              "accuracy": "probe accuracy"}.get(metric, f"probe {metric}")
     log_axes(ax, "training step", ylabel, title or f"{ylabel} during training", log=log)
     return save_figure(fig, path)
 
@@ -103,7 +112,7 @@ def tune_plot(per_model: dict[str, dict[int, list[tuple[float, float]]]], path: 
     and a line per rung (``{model: {step: [(lr, value), ...]}}``; the last rung solid, earlier ones
     dotted and dashed, so the candidates each rung dropped stay visible)."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
-    log = metric != "accuracy"
+    log, ylabel = _probe_axis(metric, metric)
     styles = [":", "--", "-."]
     look = line_styles(list(per_model))
     for label, rungs in per_model.items():
@@ -115,8 +124,6 @@ def tune_plot(per_model: dict[str, dict[int, list[tuple[float, float]]]], path: 
             ax.plot([p[0] for p in pts], [max(p[1], 1e-6) if log else p[1] for p in pts], style, marker=marker, ms=4,
                     color=colour, label=f"{label} @ step {step}")
     ax.set_xscale("log")
-    ylabel = {"kl_bayes_model": "probe KL(Bayes || model) (bits)", "accuracy": "probe accuracy",
-              "entropy_error": "probe entropy error (bits)"}.get(metric, metric)
     log_axes(ax, "learning rate", ylabel, title or "The learning-rate search", log=log)
     return save_figure(fig, path)
 

@@ -20,7 +20,7 @@ from windtunnel.evaluate.record import METRICS, primitive_score  # noqa: F401  (
 from windtunnel.files import atomic_write_text
 from windtunnel.sweep.config import SEED_KEY, Primitives
 from windtunnel.sweep.expand import SweepRun
-from windtunnel.sweep.paper import paper_value
+from windtunnel.sweep.paper import Cell, paper_value
 
 
 def run_rows(run: SweepRun, ev: dict[str, Any]) -> list[dict[str, Any]]:
@@ -100,8 +100,8 @@ def aggregate(rows: list[dict[str, Any]], paper: str | None = None) -> list[dict
             if members[0].get(f"baseline_{metric}") is not None:
                 out[f"baseline_{metric}"] = sum(r[f"baseline_{metric}"] for r in members) / len(members)
                 out[f"baseline_{metric}_name"] = members[0][f"baseline_{metric}_name"]
-            ref = paper_value(paper, out["task"], out["model"], metric, out["length"], out["main_length"],
-                              json.loads(out["task_params"]))
+            ref = paper_value(paper, Cell(out["task"], out["model"], metric, out["length"], out["main_length"],
+                                          json.loads(out["task_params"])))
             if ref is not None:
                 out[f"paper_{metric}"], out[f"paper_{metric}_source"] = ref["value"], ref["source"]
         table.append(out)

@@ -36,7 +36,7 @@ def comparison_table(aggregated: list[dict[str, Any]], experiment: str) -> str:
     if not rows:
         return "_no finished runs_"
     grid_cols = sorted({k for r in rows for k in r if k.startswith("grid:")})
-    shown = [METRICS[m] for m in SCORED_METRICS if m != "accuracy" or any(r.get(m) is not None for r in rows)]
+    shown = [METRICS[m] for m in SCORED_METRICS if any(r.get(m) is not None for r in rows)]  # accuracy: where it is
     head = ["model", *(c.removeprefix("grid:") for c in grid_cols), "length", "params", "seeds",
             *(m.heading for m in shown), "train s", "paper", "paper source"]
     body = []

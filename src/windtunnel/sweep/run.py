@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from windtunnel.compat import legacy_execution
+from windtunnel.compat import legacy_execution, legacy_group
 from windtunnel.config import Overrides, as_overrides
 from windtunnel.engine.execution import Execution
 from windtunnel.engine.folders import is_finished, reuse_runs
@@ -68,10 +68,10 @@ class SweepOutcome:
 def train_one(config: dict[str, Any], run_dir: str, progress: bool = False, trackers: Trackers | tuple = (),
               decide: Decision | None = None) -> dict:
     """Train (or resume) one run and return its evaluation: the job every backend runs."""
-    from windtunnel.train.trainer import train
+    from windtunnel.train.trainer import Until, train
 
     return train(RunConfig.build(config, where="run"), Path(run_dir), progress=progress, trackers=trackers,
-                 decide=decide).eval
+                 until=Until(decide=decide)).eval
 
 
 def decision_of(sweep: SweepConfig, run: SweepRun) -> Decision | None:
@@ -167,29 +167,41 @@ def diagnose_runs(out: Path, sweep: SweepConfig, runs: list[SweepRun], execution
 # ---------------------------------------------------------------------------------------
 # The sweep
 # ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Stage:
+    """The runs :func:`run_sweep` trains, given expanded already: ``runs`` (None: the sweep's own
+    expansion) may be a stage of ``plan``, every run of a search (the manifest lists the plan;
+    default: ``runs``), and ``retired`` names runs a search replaced, with why
+    (:func:`~windtunnel.sweep.manifest.write_manifest`)."""
+
+    runs: list[SweepRun] | None = None
+    plan: list[SweepRun] | None = None
+    retired: dict[str, str] | None = None
+
+
 def run_sweep(sweep: SweepConfig, out: Path | str | None = None, execution: Execution | None = None, *,
               overrides: Overrides | None = None, grid: dict[str, list[Any]] | None = None,
-              runs: list[SweepRun] | None = None, plan: list[SweepRun] | None = None,
-              retired: dict[str, str] | None = None, **legacy: Any) -> SweepOutcome:
-    """Expand ``sweep`` (unless ``runs`` is given), train what is not finished, write the tables.
+              stage: Stage | None = None, **legacy: Any) -> SweepOutcome:
+    """Expand ``sweep`` (unless a ``stage`` gives its runs), train what is not finished, write the tables.
 
     ``overrides`` (``{"train.steps": 500}`` or ``(key, value)`` pairs) and ``grid`` apply to every
     run as in :func:`~windtunnel.sweep.expand.expand`; ``out`` defaults to
     :func:`~windtunnel.sweep.manifest.default_out`. ``execution`` says where the runs train (this
     process, ``workers`` processes, or Ray), which trackers they log to, which folders' runs are
     reused rather than trained again (:func:`~windtunnel.engine.folders.reuse_runs`), and where
-    progress goes. ``runs`` may be a stage of ``plan``, and ``retired`` names runs a search replaced
-    (:func:`~windtunnel.sweep.manifest.write_manifest`). (The deprecated keywords ``backend``,
-    ``address``, ``jobs``, ``trackers``, ``reuse``, ``progress`` and ``log`` still work: they build
-    the execution.)"""
+    progress goes. ``stage`` (a :class:`Stage`) gives the runs expanded already, as a stage of a
+    search's plan. (The deprecated keywords ``backend``, ``address``, ``jobs``, ``trackers``,
+    ``reuse``, ``progress`` and ``log`` still work: they build the execution; so do ``runs``,
+    ``plan`` and ``retired``: they build the stage.)"""
+    stage = legacy_group("run_sweep", stage, legacy, Stage, rest=True)
     execution = legacy_execution("run_sweep", execution, legacy, Execution)
-    runs = runs if runs is not None else expand(sweep, overrides, grid)
+    runs = stage.runs if stage.runs is not None else expand(sweep, overrides, grid)
     out = Path(out) if out is not None else default_out(sweep, as_overrides(overrides))
     distinct = unique_runs(runs)
     execution = execution.resolved(sweep.jobs, [r.config.train.threads for r in distinct])
     log = execution.log
     with execution.workspace(out, "sweep") as stop:
-        write_manifest(out, sweep, runs, log, plan=plan, retired=retired)
+        write_manifest(out, sweep, runs, log, plan=stage.plan, retired=stage.retired)
         reuse_runs([r.config for r in distinct], out, execution.reuse, log, stop)
         todo = [r for r in distinct if not is_finished(out / r.name, r.config, sweep.decide_early)]
         outcome = SweepOutcome(out, runs, [r.name for r in todo], [r.name for r in distinct if r not in todo])

@@ -81,56 +81,82 @@ def implied_alpha(probs: torch.Tensor, counts: torch.Tensor, n_cat: int, method:
         return float((x * (c - n * q)).sum() / (x * x).sum())
     if method != "least_squares":
         raise ValueError(f"method must be 'least_squares' or 'closed_form', got {method!r}")
-
-    # the fitted f_k(a) depends only on (n, n_k): group the entries by that pair, so that the squared
-    # error is sum over groups of m f^2 - 2 f sum(q) (+ the constant sum q^2), m entries per group
-    nn = n.expand_as(c).flatten()
-    if bool((c == c.round()).all()) and bool((c >= 0).all()):  # integer counts: one sortable key per pair
-        key = nn * (float(c.max()) + 1) + c.flatten()
-        _, inv = torch.unique(key, return_inverse=True)
-        uniq = torch.zeros(int(inv.max()) + 1, 2, dtype=torch.float64, device=q.device)
-        uniq[inv] = torch.stack([nn, c.flatten()], dim=-1)
-    else:
-        uniq, inv = torch.unique(torch.stack([nn, c.flatten()], dim=-1), dim=0, return_inverse=True)
-    zeros = torch.zeros(len(uniq), dtype=torch.float64, device=q.device)
-    m = zeros.index_add(0, inv, torch.ones_like(q).flatten())  # entries per (n, n_k) group
-    sq = zeros.index_add(0, inv, q.flatten())  # their summed probabilities
-    gn, gk = uniq[:, 0], uniq[:, 1]
-    if not bool((gn != n_cat * gk).any()):  # no position where alpha changes the prediction
+    fit = _CountGroups.of(q, c, n, n_cat)
+    if not bool((fit.n != n_cat * fit.k).any()):  # no position where alpha changes the prediction
         return math.nan
-
-    def sse(a: torch.Tensor) -> torch.Tensor:  # a (G,) -> (G,) squared error less sum q^2
-        f = (gk + a[:, None]) / (gn + n_cat * a[:, None])
-        return (m * f * f - 2 * f * sq).sum(-1)
-
-    lo, hi = math.log(1e-8), math.log(1e8)
-    grid = torch.linspace(lo, hi, 321, dtype=torch.float64, device=q.device)
-    t = float(grid[int(sse(grid.exp()).argmin())])
-    for _ in range(100):  # Gauss-Newton in t = log a: r = f(a) - q, dr/dt = a (n - n_cat n_k) / (n + n_cat a)^2
-        a = math.exp(t)
-        den = gn + n_cat * a
-        f = (gk + a) / den
-        jac = a * (gn - n_cat * gk) / den ** 2
-        jj = float((m * jac * jac).sum())
-        if jj == 0.0:
-            break
-        step = -float((jac * (m * f - sq)).sum()) / jj
-        s_old = float(sse(torch.tensor([a], dtype=torch.float64, device=q.device)))
-        while abs(step) > 1e-15:  # backtrack until the squared error does not grow
-            t_new = min(max(t + step, lo), hi)
-            if float(sse(torch.tensor([math.exp(t_new)], dtype=torch.float64, device=q.device))) <= s_old:
-                break
-            step /= 2
-        else:
-            break
-        t_prev, t = t, t_new
-        if abs(t - t_prev) < 1e-13:
-            break
-    if t <= lo:
+    t = fit.gauss_newton(fit.grid_search())
+    if t <= _LOG_LO:
         return 0.0
-    if t >= hi:
+    if t >= _LOG_HI:
         return math.inf
     return math.exp(t)
+
+
+#: the search range of log alpha in :func:`implied_alpha`: alpha in [1e-8, 1e8]
+_LOG_LO, _LOG_HI = math.log(1e-8), math.log(1e8)
+
+
+class _CountGroups:
+    """The least-squares fit of :func:`implied_alpha`. The fitted f_k(a) = (n_k + a) / (n + n_cat a)
+    depends only on the pair (n, n_k): the entries are grouped by that pair (``n``, ``k``, ``m``
+    entries per group, ``sq`` their summed probabilities), so that the squared error is the sum over
+    groups of m f^2 - 2 f sq (+ the constant sum q^2)."""
+
+    def __init__(self, n: torch.Tensor, k: torch.Tensor, m: torch.Tensor, sq: torch.Tensor, n_cat: int):
+        self.n, self.k, self.m, self.sq, self.n_cat = n, k, m, sq, n_cat
+
+    @classmethod
+    def of(cls, q: torch.Tensor, c: torch.Tensor, n: torch.Tensor, n_cat: int) -> _CountGroups:
+        nn = n.expand_as(c).flatten()
+        if bool((c == c.round()).all()) and bool((c >= 0).all()):  # integer counts: one sortable key per pair
+            key = nn * (float(c.max()) + 1) + c.flatten()
+            _, inv = torch.unique(key, return_inverse=True)
+            uniq = torch.zeros(int(inv.max()) + 1, 2, dtype=torch.float64, device=q.device)
+            uniq[inv] = torch.stack([nn, c.flatten()], dim=-1)
+        else:
+            uniq, inv = torch.unique(torch.stack([nn, c.flatten()], dim=-1), dim=0, return_inverse=True)
+        zeros = torch.zeros(len(uniq), dtype=torch.float64, device=q.device)
+        m = zeros.index_add(0, inv, torch.ones_like(q).flatten())  # entries per (n, n_k) group
+        sq = zeros.index_add(0, inv, q.flatten())  # their summed probabilities
+        return cls(uniq[:, 0], uniq[:, 1], m, sq, n_cat)
+
+    def sse(self, a: torch.Tensor) -> torch.Tensor:
+        """a (G,) -> (G,) squared error less sum q^2."""
+        f = (self.k + a[:, None]) / (self.n + self.n_cat * a[:, None])
+        return (self.m * f * f - 2 * f * self.sq).sum(-1)
+
+    def _sse_at(self, t: float) -> float:
+        return float(self.sse(torch.tensor([math.exp(t)], dtype=torch.float64, device=self.m.device)))
+
+    def grid_search(self) -> float:
+        """The best log a on a log grid of 321 points over [1e-8, 1e8]."""
+        grid = torch.linspace(_LOG_LO, _LOG_HI, 321, dtype=torch.float64, device=self.m.device)
+        return float(grid[int(self.sse(grid.exp()).argmin())])
+
+    def gauss_newton(self, t: float) -> float:
+        """Gauss-Newton steps in t = log a from ``t``: r = f(a) - q, dr/dt = a (n - n_cat n_k) / (n + n_cat a)^2,
+        each step halved until the squared error does not grow."""
+        for _ in range(100):
+            a = math.exp(t)
+            den = self.n + self.n_cat * a
+            f = (self.k + a) / den
+            jac = a * (self.n - self.n_cat * self.k) / den ** 2
+            jj = float((self.m * jac * jac).sum())
+            if jj == 0.0:
+                break
+            step = -float((jac * (self.m * f - self.sq)).sum()) / jj
+            s_old = self._sse_at(t)
+            while abs(step) > 1e-15:  # backtrack until the squared error does not grow
+                t_new = min(max(t + step, _LOG_LO), _LOG_HI)
+                if self._sse_at(t_new) <= s_old:
+                    break
+                step /= 2
+            else:
+                break
+            t_prev, t = t, t_new
+            if abs(t - t_prev) < 1e-13:
+                break
+        return t
 
 
 @register_task

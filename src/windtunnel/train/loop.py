@@ -7,24 +7,30 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from windtunnel.compat import legacy_call
 from windtunnel.config import ConfigError
-from windtunnel.evaluate.evaluator import evaluate, probe_metrics, sample_eval
+from windtunnel.evaluate.evaluator import EvalSettings, evaluate, probe_metrics, sample_eval
+from windtunnel.evaluate.record import METRICS
 from windtunnel.files import append_text, atomic_write_text
 from windtunnel.interrupt import StopFlag
 from windtunnel.progress import progress_bar
-from windtunnel.tasks import Task, make_generator
+from windtunnel.tasks import Batch, Task, make_generator
 from windtunnel.train.build import curriculum
 from windtunnel.train.checkpoint import latest_resumable, load_resume, log_spaced_steps, save_checkpoint
 from windtunnel.train.config import RunConfig, TrainConfig
 from windtunnel.train.decide import Decider, Decision, decided
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.tracking import Tracking, flatten
+
+#: the probe's key in ``metrics.jsonl`` the progress bar shows and a probe row is known by
+PROBE_KEY = METRICS["entropy_error"].probe_key
 
 
 class TrainingError(RuntimeError):
@@ -103,21 +109,42 @@ def make_optimizer(model: torch.nn.Module, tc: TrainConfig) -> torch.optim.AdamW
     )
 
 
-def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, data_gen: torch.Generator,
-               loss_kind: str, step: int, tc: TrainConfig, device: torch.device,
-               amp: torch.dtype | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """One optimiser step at ``step`` (0-based) on a fresh batch from ``data_gen``: the scheduled
-    learning rate, the forward pass (under autocast to ``amp``, when given), the loss (plus the
-    model's own term, :meth:`~windtunnel.models.base.WindModel.pop_auxiliary_loss`), gradients
-    clipped to ``train.grad_clip`` (0: not clipped). Returns (loss, gradient norm before clipping);
-    a non-finite loss raises :class:`TrainingError` before any parameter moves."""
+@dataclass(frozen=True)
+class StepSetup:
+    """What every optimiser step of one run uses: the model and its optimiser, the loss
+    (:func:`check_loss`'s kind), the run's train config (learning rate, schedule, batch size,
+    clipping), the device, and the autocast dtype (None: no autocast; :func:`autocast_dtype`)."""
+
+    model: torch.nn.Module
+    opt: torch.optim.Optimizer
+    loss_kind: str
+    tc: TrainConfig
+    device: torch.device
+    amp: torch.dtype | None = None
+
+
+def train_step(setup: StepSetup, task: Task, data_gen: torch.Generator, step: int, *legacy: Any,
+               **old: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimiser step at ``step`` (0-based) on a fresh batch of ``task`` from ``data_gen``: the
+    scheduled learning rate, the forward pass (under autocast to ``setup.amp``, when given), the
+    loss (plus the model's own term, :meth:`~windtunnel.models.base.WindModel.pop_auxiliary_loss`),
+    gradients clipped to ``train.grad_clip`` (0: not clipped). Returns (loss, gradient norm before
+    clipping); a non-finite loss raises :class:`TrainingError` before any parameter moves. (The
+    earlier form ``train_step(model, opt, task, data_gen, loss_kind, step, tc, device, amp)`` still
+    works, deprecated.)"""
+    if legacy or old or not isinstance(setup, StepSetup):
+        a = legacy_call("train_step", (setup, task, data_gen, step, *legacy), old,
+                        "train_step(StepSetup(model, opt, loss_kind, tc, device, amp), task, data_gen, step)")
+        setup = StepSetup(a["model"], a["opt"], a["loss_kind"], a["tc"], a["device"], a["amp"])
+        task, data_gen, step = a["task"], a["data_gen"], a["step"]
+    model, opt, tc, device, amp = setup.model, setup.opt, setup.tc, setup.device, setup.amp
     model.train()
     for g in opt.param_groups:
         g["lr"] = tc.lr * lr_at(step, tc)
     batch = task.sample(tc.batch_size, data_gen)
     with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
         out = model(batch.inputs, positions=batch.positions)
-    loss = loss_fn(loss_kind, out, batch)
+    loss = loss_fn(setup.loss_kind, out, batch)
     aux = model.pop_auxiliary_loss() if hasattr(model, "pop_auxiliary_loss") else None
     if aux is not None:  # a model's own term (a head tied to the whole vocabulary: its softmax's rest)
         loss = loss + aux
@@ -132,12 +159,44 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, d
     return loss, gnorm
 
 
-def evaluate_run(model: torch.nn.Module, task: Task, config: RunConfig, progress: bool = False) -> dict[str, Any]:
+def eval_settings(config: RunConfig) -> EvalSettings:
+    """The evaluation of a run: its ``eval`` config, on the eval stream of its ``train.seed``."""
     ec = config.eval
-    return evaluate(
-        model, task, n_sequences=ec.n_sequences, seed=config.train.seed, batch_size=ec.batch_size,
-        n_boot=ec.n_boot, lengths=ec.lengths, progress=progress,
-    )
+    return EvalSettings(ec.n_sequences, config.train.seed, ec.batch_size, ec.n_boot, tuple(ec.lengths))
+
+
+def evaluate_run(model: torch.nn.Module, task: Task, config: RunConfig, progress: bool = False) -> dict[str, Any]:
+    return evaluate(model, task, eval_settings(config), progress)
+
+
+@dataclass
+class Ledger:
+    """A run's metrics rows not yet on disk and its checkpoints, as it trains: rows are kept in
+    memory and appended to ``metrics.jsonl`` (and sent to ``tracking``) before each checkpoint and
+    probe check, so the log on disk always covers the newest resumable checkpoint (``saved``)."""
+
+    run: RunDir
+    setup: StepSetup
+    data_gen: torch.Generator
+    tracking: Tracking | None
+    n_params: int
+    saved: int | None = None
+    pending: list[str] = field(default_factory=list)
+
+    def write_metrics(self) -> None:
+        if self.pending:
+            append_text(self.run.metrics_path, "".join(self.pending))
+            if self.tracking:
+                self.tracking.log_rows([json.loads(line) for line in self.pending])
+            self.pending.clear()
+
+    def checkpoint(self, step: int, seconds: float, resumable: bool) -> None:
+        self.write_metrics()
+        state = {"train_seconds": seconds, "n_params": self.n_params}
+        save_checkpoint(self.run.path, step, self.setup.model, state, self.setup.opt if resumable else None,
+                        {"train": self.data_gen} if resumable else None)
+        if resumable:
+            self.saved = step
 
 
 @dataclass
@@ -172,97 +231,109 @@ class Loop:
                 self.run.write_eval(ev)
                 return step, seconds, ev
 
+    def _resume(self, ledger: Ledger, decider: Decider | None) -> tuple[int, float, bool]:
+        """Load the newest resumable checkpoint, if any, into the model, optimiser and data stream;
+        rewrite ``metrics.jsonl`` to the rows up to it, start the trackers and give ``decider`` the
+        probes so far. Returns (step, seconds, whether it resumed)."""
+        torch.manual_seed(self.config.train.seed + 1)  # dropout draws; saved and restored with each resumable checkpoint
+        resume = latest_resumable(self.run.path)
+        step, seconds = 0, 0.0
+        if resume is not None:
+            state = load_resume(resume, self.model, ledger.setup.opt, {"train": ledger.data_gen})
+            step, seconds = state["step"], state.get("train_seconds", 0.0)
+            ledger.saved = step
+        done = self.run.metrics(step)
+        atomic_write_text(self.run.metrics_path, "".join(json.dumps(r) + "\n" for r in done))
+        if self.tracking:
+            self.tracking.start(flatten(self.config.model_dump(mode="json")), done)
+        if decider is not None:
+            decider.resume(done)
+        return step, seconds, resume is not None
+
     def to(self, end: int, decider: Decider | None = None) -> tuple[int, float]:
         """Resume from the newest resumable checkpoint and train to step ``end`` (``train.steps``
         or a pause before it), or to the first probe at which ``decider`` asks for a decision;
         returns (steps, seconds).
 
         Metrics lines are kept in memory and appended to ``metrics.jsonl`` before each checkpoint
-        and probe check, so the log on disk always covers the newest resumable checkpoint;
-        ``tracking`` gets the same rows as they are written (and, first, those of a resumed run it
-        has not had)."""
-        config, run, task, model, tracking = self.config, self.run, self.task, self.model, self.tracking
-        tc, run_dir, device = config.train, run.path, self.device
-        n_params = model.n_params()
-        opt = make_optimizer(model, tc)
-        data_gen = make_generator(tc.seed, "train", device)
-        probe = sample_eval(task, tc.eval_probe_size, tc.seed, split="probe")
+        and probe check (:class:`Ledger`), so the log on disk always covers the newest resumable
+        checkpoint; ``tracking`` gets the same rows as they are written (and, first, those of a
+        resumed run it has not had)."""
+        tc, device = self.config.train, self.device
+        setup = StepSetup(self.model, make_optimizer(self.model, tc), self.loss_kind, tc, device,
+                          autocast_dtype(tc.precision, device))
+        ledger = Ledger(self.run, setup, make_generator(tc.seed, "train", device), self.tracking, self.model.n_params())
+        probe = sample_eval(self.task, tc.eval_probe_size, tc.seed, split="probe")
+        # train.curriculum (checked before anything is written): the task each step's batch is drawn from
+        stint = Stint(ledger, probe, curriculum(self.config, self.task), end, decider)
+        step, seconds, resumed = self._resume(ledger, decider)
+        if decider is not None and decider.due and resumed:  # the probe showed it before this resumed checkpoint
+            return step, seconds
+        if step == 0 and not resumed:
+            ledger.checkpoint(step, seconds, resumable=tc.steps == 0)  # the initialisation, for the diagnostics' nulls
+        return self._steps(stint, step, seconds)
+
+    def _steps(self, stint: Stint, step: int, seconds: float) -> tuple[int, float]:
+        """The steps from ``step`` to ``stint.end`` (or to a probe that asks for a decision)."""
+        tc, ledger, stage = self.config.train, stint.ledger, stint.stage
         eval_every = tc.eval_every or max(1, tc.steps // 10)
-        stage = curriculum(config, task)  # train.curriculum: the task each step's batch is drawn from
         weight_steps = set(log_spaced_steps(tc.steps, tc.checkpoints))
-
-        step, seconds = 0, 0.0
-        torch.manual_seed(tc.seed + 1)  # dropout draws; saved and restored with each resumable checkpoint
-        resume = latest_resumable(run_dir)
-        if resume is not None:
-            state = load_resume(resume, model, opt, {"train": data_gen})
-            step, seconds = state["step"], state.get("train_seconds", 0.0)
-        metrics = run.metrics_path
-        done = run.metrics(step)
-        atomic_write_text(metrics, "".join(json.dumps(r) + "\n" for r in done))
-        if tracking:
-            tracking.start(flatten(config.model_dump(mode="json")), done)
-        if decider is not None:
-            decider.resume(done)
-            if decider.due and resume is not None:  # the probe showed it before this resumed checkpoint
-                return step, seconds
-        pending: list[str] = []
-        saved = step if resume is not None else None  # the step of the newest resumable checkpoint
-
-        def write_metrics() -> None:
-            if pending:
-                append_text(metrics, "".join(pending))
-                if tracking:
-                    tracking.log_rows([json.loads(line) for line in pending])
-                pending.clear()
-
-        def checkpoint(resumable: bool) -> None:
-            nonlocal saved
-            write_metrics()
-            state = {"train_seconds": seconds, "n_params": n_params}
-            save_checkpoint(run_dir, step, model, state, opt if resumable else None, {"train": data_gen} if resumable else None)
-            if resumable:
-                saved = step
-
-        if step == 0 and resume is None:
-            checkpoint(resumable=tc.steps == 0)  # the initialisation, for the diagnostics' nulls
-
-        amp = autocast_dtype(tc.precision, device)
-        bar = progress_bar(tc.steps, initial=step, desc=config.run_name(), enabled=self.progress)
+        bar = progress_bar(tc.steps, initial=step, desc=self.config.run_name(), enabled=self.progress)
         last_resume = time.monotonic()
-        while step < end:
+        while step < stint.end:
             if self.stop.signum is not None:
-                if saved != step:
-                    checkpoint(resumable=True)
-                bar.close()
-                self.stop.check(f"{run_dir} stopped at step {step} of {tc.steps}; a resumable checkpoint is saved")
+                self._stop_here(ledger, step, seconds, bar)
             t0 = time.perf_counter()
-            try:
-                loss, gnorm = train_step(model, opt, stage(step) if stage else task, data_gen, self.loss_kind, step, tc, device,
-                                         amp)
-            except TrainingError as exc:
-                raise TrainingError(f"{exc}; the last checkpoint in {run_dir} is kept. "
-                                    "Try a lower train.lr or train.precision=fp32.") from None
+            loss, gnorm = self._step(ledger, stage(step) if stage else self.task, step)
             seconds += time.perf_counter() - t0
             step += 1
             bar.update(1)
-
-            row = {"step": step, "loss": loss.item(), "lr": opt.param_groups[0]["lr"], "grad_norm": float(gnorm),
-                   "seconds": seconds}
-            due = False
-            if step % eval_every == 0 or step == end:
-                row.update(probe_metrics(model, task, probe))
-                bar.set_postfix(loss=f"{row['loss']:.4f}", dH=f"{row['probe_entropy_error']:.4f}")
-                due = decider is not None and decider.score(row)
-            pending.append(json.dumps(row) + "\n")
-            if step == end or due or time.monotonic() - last_resume > tc.resume_every_s:
-                checkpoint(resumable=True)
+            row = {"step": step, "loss": loss.item(), "lr": ledger.setup.opt.param_groups[0]["lr"],
+                   "grad_norm": float(gnorm), "seconds": seconds}
+            due = (step % eval_every == 0 or step == stint.end) and self._probe(stint, row, bar)
+            ledger.pending.append(json.dumps(row) + "\n")
+            if step == stint.end or due or time.monotonic() - last_resume > tc.resume_every_s:
+                ledger.checkpoint(step, seconds, resumable=True)
                 last_resume = time.monotonic()
             elif step in weight_steps:
-                checkpoint(resumable=False)
-            elif "probe_entropy_error" in row:
-                write_metrics()
+                ledger.checkpoint(step, seconds, resumable=False)
+            elif PROBE_KEY in row:
+                ledger.write_metrics()
             if due:
                 break
         bar.close()
         return step, seconds
+
+    def _step(self, ledger: Ledger, task: Task, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        try:
+            return train_step(ledger.setup, task, ledger.data_gen, step)
+        except TrainingError as exc:
+            raise TrainingError(f"{exc}; the last checkpoint in {self.run.path} is kept. "
+                                "Try a lower train.lr or train.precision=fp32.") from None
+
+    def _probe(self, stint: Stint, row: dict[str, Any], bar: Any) -> bool:
+        """The held-out probe into ``row``; whether ``stint``'s decider asks for a decision now."""
+        row.update(probe_metrics(self.model, self.task, stint.probe))
+        bar.set_postfix(loss=f"{row['loss']:.4f}", dH=f"{row[PROBE_KEY]:.4f}")
+        return stint.decider is not None and stint.decider.score(row)
+
+    def _stop_here(self, ledger: Ledger, step: int, seconds: float, bar: Any) -> None:
+        """A stop was asked for: a resumable checkpoint at ``step`` (unless the newest is there), then
+        :class:`~windtunnel.interrupt.Interrupted`."""
+        if ledger.saved != step:
+            ledger.checkpoint(step, seconds, resumable=True)
+        bar.close()
+        self.stop.check(f"{self.run.path} stopped at step {step} of {self.config.train.steps}; "
+                        "a resumable checkpoint is saved")
+
+
+@dataclass(frozen=True)
+class Stint:
+    """One call of :meth:`Loop.to`: its :class:`Ledger`, the probe batch, the curriculum's task of
+    each step (None: the run's task), the step it trains to and the early decision it may stop for."""
+
+    ledger: Ledger
+    probe: Batch
+    stage: Callable[[int], Task] | None
+    end: int
+    decider: Decider | None = None

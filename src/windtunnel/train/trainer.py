@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from windtunnel.compat import tracking_group
+from windtunnel.compat import legacy_group, tracking_group
 from windtunnel.evaluate.record import Evaluation
 from windtunnel.interrupt import stop_on_signals
 from windtunnel.lock import folder_lock
@@ -27,6 +27,7 @@ from windtunnel.train.config import RunConfig
 from windtunnel.train.decide import Decision
 from windtunnel.train.loop import (  # noqa: F401  (the step's pieces, read from here by callers)
     Loop,
+    StepSetup,
     TrainingError,
     autocast_dtype,
     check_loss,
@@ -51,31 +52,43 @@ class RunResult:
     eval: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Until:
+    """Where :func:`train` stops short of ``train.steps``: ``step`` pauses the run there (a pilot of
+    the tuner's successive halving), ``decide`` (a :class:`~windtunnel.train.decide.Decision`)
+    stops it once its primitive is shown realised. Neither: the run trains to its end."""
+
+    step: int | None = None
+    decide: Decision | None = None
+
+
 # ---------------------------------------------------------------------------------------
 # The loop
 # ---------------------------------------------------------------------------------------
 def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluate_at_end: bool = True,
-          stop_at: int | None = None, trackers: Trackers | str | Sequence[str] = (), decide: Decision | None = None,
-          **legacy: Any) -> RunResult:
+          trackers: Trackers | str | Sequence[str] = (), until: Until | None = None, **legacy: Any) -> RunResult:
     """Train (or resume, or just load a finished) run in ``run_dir`` and evaluate it.
 
     The run directory is locked while this runs (:mod:`windtunnel.lock`). A SIGINT or SIGTERM
     stops training after the current step with a resumable checkpoint and raises
     :class:`~windtunnel.interrupt.Interrupted`; calling ``train`` again continues exactly.
 
-    ``stop_at`` pauses the run at that step (a pilot of the tuner's successive halving): it
-    trains the very run of ``config`` (same schedule, same data) up to ``stop_at`` steps, writes
-    a resumable checkpoint and returns without evaluating; a later call continues it exactly.
-
-    ``decide`` (a :class:`~windtunnel.train.decide.Decision`) stops the run as soon as its probe
-    has shown its primitive realised and the full evaluation there agrees (:mod:`windtunnel.train.decide`);
-    that evaluation is then the run's ``eval.json``. Without it, a run decided earlier trains on to its end.
+    ``until`` (an :class:`Until`) stops it early. ``Until(step=n)`` pauses the run at step ``n``:
+    it trains the very run of ``config`` (same schedule, same data) up to ``n`` steps, writes a
+    resumable checkpoint and returns without evaluating; a later call continues it exactly.
+    ``Until(decide=rule)`` (a :class:`~windtunnel.train.decide.Decision`) stops the run as soon as
+    its probe has shown its primitive realised and the full evaluation there agrees
+    (:mod:`windtunnel.train.decide`); that evaluation is then the run's ``eval.json``. Without a
+    rule, a run decided earlier trains on to its end.
 
     ``trackers`` (``"tensorboard"``, ``"mlflow"``, ``"wandb"``, or several; or
     :class:`~windtunnel.train.tracking.Trackers`, checked already, with the sweep folder as their
     group) logs the run to experiment trackers as well (:mod:`windtunnel.train.tracking`); the
-    plots are then written to ``plots/`` and logged with the evaluation.
+    plots are then written to ``plots/`` and logged with the evaluation. (The keywords ``stop_at``,
+    ``decide`` and ``tracking_group`` of earlier versions still work, deprecated.)
     """
+    until = legacy_group("train", until, legacy, Until, rest=True)
+    stop_at, decide = until.step, until.decide
     run_dir = Path(run_dir)
     trackers = Trackers.parse(trackers, tracking_group(legacy))  # unknown names and missing extras, before anything is written
     tc = config.train
@@ -97,22 +110,29 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
             else:
                 (step, seconds), result_eval = loop.to(end), {}
             if not result_eval and evaluate_at_end and step >= tc.steps:
-                existing = run.eval()
-                if existing is not None and existing.get("steps", -1) >= tc.steps:
-                    result_eval = existing
-                else:
-                    result_eval = evaluate_run(model, task, config, progress)
-                    result_eval.update(n_params=model.n_params(), steps=step, train_seconds=seconds)
-                    if decide is not None:  # under a rule, undecided: realised at the end, or not at all
-                        score = decide.eval_score(result_eval)
-                        result_eval["steps_to_realise"] = tc.steps if score is not None and score >= decide.threshold else None
-                    run.write_eval(result_eval)
+                result_eval = _evaluate_at_end(loop, decide, step, seconds)
             if result_eval and tracking:
                 tracking.finish(step, result_eval, [run.eval_path, *_plots_for_trackers(run_dir, result_eval)])
         finally:
             tracking.close()
         stop.check(f"{run_dir} finished its {step} steps")
     return RunResult(run_dir, config, model.n_params(), step, seconds, result_eval)
+
+
+def _evaluate_at_end(loop: Loop, decide: Decision | None, step: int, seconds: float) -> dict[str, Any]:
+    """A finished run's evaluation: its ``eval.json`` when that is of the last step, else a fresh
+    one, written (under a ``decide`` rule, undecided: ``steps_to_realise`` says whether the end realised it)."""
+    run, tc = loop.run, loop.config.train
+    existing = run.eval()
+    if existing is not None and existing.get("steps", -1) >= tc.steps:
+        return existing
+    ev = evaluate_run(loop.model, loop.task, loop.config, loop.progress)
+    ev.update(n_params=loop.model.n_params(), steps=step, train_seconds=seconds)
+    if decide is not None:  # under a rule, undecided: realised at the end, or not at all
+        score = decide.eval_score(ev)
+        ev["steps_to_realise"] = tc.steps if score is not None and score >= decide.threshold else None
+    run.write_eval(ev)
+    return ev
 
 
 def write_run_plots(run_dir: Path | str, ev: dict[str, Any]) -> list[Path]:
