@@ -14,7 +14,7 @@ from windtunnel.engine import jobs as jobs_module
 from windtunnel.sweep import Execution
 from windtunnel.train.config import RunConfig
 from windtunnel.train.rundir import RunDir
-from windtunnel.train.trainer import TrainingError, train
+from windtunnel.train.trainer import TrainingError, Until, train
 from windtunnel.tune import search as tune_module
 from windtunnel.tune.outputs import tune_markdown
 from windtunnel.tune.rules import cautions, curriculum_cautions
@@ -36,7 +36,7 @@ def tiny(**train_fields) -> RunConfig:
 def test_a_paused_run_continues_to_the_weights_of_an_uninterrupted_one(tmp_path):
     cfg = tiny()
     straight = train(cfg, tmp_path / "straight", progress=False)
-    paused = train(cfg, tmp_path / "paused", progress=False, stop_at=7)
+    paused = train(cfg, tmp_path / "paused", progress=False, until=Until(step=7))
     assert paused.steps == 7 and paused.eval == {} and RunDir(tmp_path / "paused").eval() is None
     assert probe_at(tmp_path / "paused", 7, "kl_bayes_model") is not None  # the pause has its probe
     resumed = train(cfg, tmp_path / "paused", progress=False)

@@ -97,14 +97,15 @@ def run(
 ) -> None:
     """The main job: train several architectures on one wind tunnel, capacity-matched, and compare."""
     from windtunnel.engine.execution import Execution
-    from windtunnel.sweep.compare import compare
+    from windtunnel.sweep.compare import Comparison, compare
     from windtunnel.sweep.markdown import comparison_table
 
     def go():
         how = execution(trackers=trackers, quiet=quiet)
         how = how.but(log=Execution.quiet().log) if quiet else how  # --quiet: no log lines either
         names = tuple(m.strip() for m in models.split(",") if m.strip())
-        folder, summary = compare(task, names, profile, parse_overrides(overrides), out, how)
+        folder, summary = compare(Comparison(task, names, profile), overrides=parse_overrides(overrides), out=out,
+                                  execution=how)
         typer.echo("")
         echo_markdown(comparison_table(summary["table"], task))
         typer.echo(f"\nwritten: {folder}/summary.md, {folder}/table.csv, {folder}/calibration.png; "

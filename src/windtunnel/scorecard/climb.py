@@ -15,7 +15,7 @@ from windtunnel.scorecard.request import ScorecardRequest
 from windtunnel.sweep.config import SweepConfig
 from windtunnel.sweep.expand import SweepRun
 from windtunnel.sweep.primitives import PRIMITIVES
-from windtunnel.sweep.run import SweepError, SweepOutcome, run_sweep
+from windtunnel.sweep.run import Stage, SweepError, SweepOutcome, run_sweep
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,8 @@ class Stages:
         """One stage: ``runs``; a run that fails (its error in ``failed``) ends its primitive's
         ladder there, and the others go on."""
         try:
-            return run_sweep(self.sweep, self.folder, self.execution, overrides=self.overrides, runs=runs,
-                             plan=self.plan, retired=self.retired)
+            return run_sweep(self.sweep, self.folder, self.execution, overrides=self.overrides,
+                             stage=Stage(runs, self.plan, self.retired))
         except SweepError as exc:
             if exc.outcome is None:
                 raise

@@ -101,9 +101,9 @@ def candidate_configs(base: RunConfig, grid: dict[str, list[Any]]) -> list[tuple
 def train_to(config: dict[str, Any], run_dir: str, stop_at: int | None, decide: Decision | None = None) -> None:
     """Train (or resume) one candidate to ``stop_at`` (None: to the end, then evaluate; ``decide``:
     stopping early where the probe and the evaluation agree that the primitive is realised)."""
-    from windtunnel.train.trainer import train
+    from windtunnel.train.trainer import Until, train
 
-    train(RunConfig.build(config, where="run"), Path(run_dir), progress=False, stop_at=stop_at, decide=decide)
+    train(RunConfig.build(config, where="run"), Path(run_dir), progress=False, until=Until(stop_at, decide))
 
 
 def reached(run_dir: Path, config: RunConfig, stop_at: int | None, decide: Decision | None) -> bool:
