@@ -155,7 +155,7 @@ def probe_r2(x, y, split: Split | None = None, alpha: float = 1e-3, shuffle_labe
     penalty per training point (so it does not grow with n). ``shuffle_labels`` permutes ``y``
     first (seeded by the split's seed): the control that a probe must beat. Split as ``split``
     says (:class:`Split`; None: seed 0, 20% held out). (The keywords ``seed``, ``test_frac`` and
-    ``groups`` of earlier versions still work, deprecated: they build the split.)"""
+    ``groups`` still work, deprecated: they build the split.)"""
     split = legacy_group("probe_r2", split, legacy, Split)
     x, y = to_numpy(x), to_numpy(y).ravel()
     if shuffle_labels:
@@ -217,7 +217,7 @@ def kmeans_summary(x, k: int, labels=None, seed: int = 0, standardize: bool = Fa
     """k-means (scikit-learn, seeded) on ``x`` (n, d): silhouette (on at most
     ``fit.silhouette_sample`` seeded points), cluster sizes and, with ``labels``, the purity of the
     clusters and its null (the same clusters against permuted labels). (The keywords ``n_init``
-    and ``silhouette_sample`` of earlier versions still work, deprecated: they build the
+    and ``silhouette_sample`` still work, deprecated: they build the
     :class:`KMeansFit`.)"""
     from sklearn.cluster import KMeans
     from sklearn.metrics import silhouette_score

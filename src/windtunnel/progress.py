@@ -33,7 +33,7 @@ class ProgressOutput:
 class PlainProgress:
     """tqdm's ``update`` / ``set_postfix`` / ``close``, written as occasional plain lines (to
     ``output.file``, at most every ``output.every_s`` seconds). (The keywords ``every_s``, ``file``
-    and ``clock`` of earlier versions still work, deprecated: they build the output.)"""
+    and ``clock`` still work, deprecated: they build the output.)"""
 
     def __init__(self, total: int, initial: int = 0, desc: str = "", unit: str = "step",
                  output: ProgressOutput | None = None, **legacy: Any):
@@ -94,7 +94,7 @@ def progress_bar(total: int, initial: int = 0, desc: str = "", enabled: bool = T
                  output: ProgressOutput | None = None, **legacy: Any):
     """tqdm when ``output.file`` (default stderr) is a terminal, else :class:`PlainProgress`; nothing
     when disabled. ``unit`` names what it counts (``step``, ``batch``, ``analysis``). (The keywords
-    ``every_s`` and ``file`` of earlier versions still work, deprecated: they build the output.)"""
+    ``every_s`` and ``file`` still work, deprecated: they build the output.)"""
     output = legacy_group("progress_bar", output, legacy, ProgressOutput)
     if not enabled:
         return _Off()

@@ -100,7 +100,7 @@ def evaluate(model: torch.nn.Module, task: Task, settings: EvalSettings | None =
     """Calibration of ``model`` on ``task`` (and on the task at other lengths), as ``settings``
     say (:class:`EvalSettings`; the defaults when None); ``progress``: a bar on stderr over the
     forward passes and the bootstrap of each length. (The keywords ``n_sequences``, ``seed``,
-    ``batch_size``, ``n_boot`` and ``lengths`` of earlier versions still work, deprecated: they
+    ``batch_size``, ``n_boot`` and ``lengths`` still work, deprecated: they
     build the settings.)
 
     Returns ``{"lengths": {L: summary}, "main_length": L0, "baselines": {L: {name: summary}}}``

@@ -61,7 +61,7 @@ def compare(comparison: Comparison | None = None, *legacy_args: Any, overrides: 
 
     ``overrides``: ``{"train.steps": 500}`` or ``(key, value)`` pairs, for every run;
     ``execution``: how the runs train and what they report (:class:`~windtunnel.engine.execution.Execution`).
-    (The form of earlier versions, ``compare(task, models, profile, overrides, out, execution,
+    (The positional form ``compare(task, models, profile, overrides, out, execution,
     reference=...)``, and its keywords ``progress`` and ``trackers`` still work, deprecated.)"""
     if isinstance(comparison, str) or legacy_args or legacy.keys() & set(OLD_SIGNATURES["compare"][0]):
         old = {"overrides": overrides, "out": out, "execution": execution}

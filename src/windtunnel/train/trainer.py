@@ -85,7 +85,7 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
     :class:`~windtunnel.train.tracking.Trackers`, checked already, with the sweep folder as their
     group) logs the run to experiment trackers as well (:mod:`windtunnel.train.tracking`); the
     plots are then written to ``plots/`` and logged with the evaluation. (The keywords ``stop_at``,
-    ``decide`` and ``tracking_group`` of earlier versions still work, deprecated.)
+    ``decide`` and ``tracking_group`` still work, deprecated.)
     """
     until = legacy_group("train", until, legacy, Until, rest=True)
     stop_at, decide = until.step, until.decide
