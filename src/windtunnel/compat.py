@@ -149,6 +149,9 @@ MOVED_MODULES: dict[str, tuple[str, ...]] = {
     "windtunnel.sweep.scorecard_doc": ("windtunnel.scorecard.document",),
     "windtunnel.sweep.preflight": ("windtunnel.scorecard.preflight",),
     "windtunnel.sweep.reference": ("windtunnel.scorecard.reference",),
+    # the LLM package's helpers named for what they hold, apart from the analyses of the same name
+    "windtunnel.llm.sula": ("windtunnel.llm.sula_prompts",),
+    "windtunnel.llm.interventions": ("windtunnel.llm.axis_operators",),
 }
 
 

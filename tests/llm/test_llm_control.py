@@ -158,7 +158,7 @@ def test_control_off(tiny_models, tmp_path):
 
 def test_within_k_takes_each_ks_mean_out_of_both():
     """The vectorised within-k Spearman equals its definition written out prompt by prompt."""
-    from windtunnel.llm.sula import within_k
+    from windtunnel.llm.sula_prompts import within_k
     from windtunnel.stats import spearman
 
     rng = np.random.default_rng(1)

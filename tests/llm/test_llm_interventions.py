@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from windtunnel.config import ConfigError
-from windtunnel.llm import interventions as iv
+from windtunnel.llm import axis_operators as iv
 from windtunnel.llm.capture import Keep, run_prompts
 from windtunnel.llm.config import build_options
 from windtunnel.llm.loading import load_model

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from windtunnel.config import ConfigError
-from windtunnel.llm import sula as S
+from windtunnel.llm import sula_prompts as S
 from windtunnel.tasks.sula import CARRIER_WORDS
 
 LABELS = ("dax", "lug")

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from windtunnel.llm.headline import get
-from windtunnel.llm.sula import within_k
+from windtunnel.llm.sula_prompts import within_k
 
 #: seed of the pooling and pairing of bootstrap replicates
 SEED = 0

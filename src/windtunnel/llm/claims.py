@@ -259,7 +259,7 @@ def _domain_restriction(j: _Judging) -> dict[str, Any]:
 def calibrated(row: dict[str, Any]) -> tuple[bool, str]:
     """Does the model's SULA entropy read the labels: MAE below the best constant predictor's and a
     positive within-k Spearman(H_model, H_Bayes) with p < 0.01. (The answer, and why.)"""
-    from windtunnel.llm.sula import reads_labels
+    from windtunnel.llm.sula_prompts import reads_labels
 
     mae, const, wk, wk_p = (row.get(k) for k in ("sula_mae", "sula_constant_mae", "sula_within_k_spearman",
                                                   "sula_within_k_p"))

@@ -65,7 +65,7 @@ def _sula_nulls(sula: Any) -> dict[str, Any]:
     pp = get(sula, "per_prompt") or {}
     if not pp.get("h_bayes"):
         return dict.fromkeys(keys)
-    from windtunnel.llm.sula import constant_mae, within_k
+    from windtunnel.llm.sula_prompts import constant_mae, within_k
 
     rho, p = within_k(pp["h_model"], pp["h_bayes"], pp["k"])
     return {"constant_mae": constant_mae(pp["h_bayes"]), "count_mae": constant_mae(pp["h_bayes"], pp["k"]),

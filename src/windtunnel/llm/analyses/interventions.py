@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from windtunnel.analysis import Analysis
-from windtunnel.llm import interventions as iv
+from windtunnel.llm import axis_operators as iv
 from windtunnel.llm import plots, report
-from windtunnel.llm import sula as S
+from windtunnel.llm import sula_prompts as S
 from windtunnel.llm.analyses.sula import label_ids, sula_capture
 from windtunnel.llm.capture import Keep, PromptCapture
 from windtunnel.llm.session import Session

@@ -7,7 +7,7 @@ import numpy as np
 from windtunnel.analysis import Analysis
 from windtunnel.config import ConfigError
 from windtunnel.llm import plots, report
-from windtunnel.llm import sula as S
+from windtunnel.llm import sula_prompts as S
 from windtunnel.llm.capture import Keep, PromptCapture
 from windtunnel.llm.session import Session, min_mean_max
 from windtunnel.llm.stats import pearson, single_threaded_blas
