@@ -125,8 +125,12 @@ def test_a_sweep_decides_early_and_a_sweep_that_does_not_trains_on(tmp_path):
 @pytest.mark.slow
 def test_a_retrained_reference_run_reproduces_its_shipped_numbers(tmp_path):
     """The shipped reference's cheapest rung trained again from its config: the same run (name), and
-    its metric within the shipped interval (on the pinned torch the same value)."""
-    from windtunnel.evaluate.record import Evaluation
+    on the CPU it shipped from (the pinned torch) its metric within the shipped interval. Another
+    CPU's kernels round otherwise, and the trajectory drifts (this rung: 0.00264 bits on an AMD
+    EPYC against 0.00257 from the Intel Xeon it shipped from, 2.7%): there the score keeps its
+    verdict and lies within 0.01 of the shipped one (the verdicts' thresholds are 0.4 apart)."""
+    from windtunnel.evaluate.record import PARTIAL, REALISED, Evaluation, primitive_score
+    from windtunnel.provenance import machine_line
     from windtunnel.scorecard.score import scorecard_sweep
     from windtunnel.sweep import expand
     from windtunnel.sweep.run import run_cost
@@ -139,7 +143,12 @@ def test_a_retrained_reference_run_reproduces_its_shipped_numbers(tmp_path):
     rung = min(data.rungs, key=lambda r: run_cost(runs[r.run]))  # the fewest tokens to train
     ev = train(runs[rung.run].config, tmp_path / rung.run, progress=False).eval
     value = Evaluation(ev).value(rung.metric)
-    assert rung.lo <= value <= rung.hi, (rung.rule, value, rung.lo, rung.hi)
+    if machine_line() == data.machine:
+        assert rung.lo <= value <= rung.hi, (rung.rule, value, rung.lo, rung.hi)
+        return
+    score = primitive_score(rung.metric, value, rung.baseline)
+    verdict = "yes" if score >= REALISED else "partial" if score >= PARTIAL else "no"
+    assert verdict == rung.verdict and abs(score - rung.score) <= 0.01, (rung.rule, value, score, rung.score)
 
 
 def test_the_default_reference_is_the_shipped_one_where_the_profile_ships_it(reference_folder, tmp_path, monkeypatch):
