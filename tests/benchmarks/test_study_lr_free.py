@@ -1,0 +1,28 @@
+"""benchmarks/study_lr_free.py: a case judged as the search study judges a pick."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "study_lr_free.py"
+spec = importlib.util.spec_from_file_location("study_lr_free", SCRIPT)
+study = importlib.util.module_from_spec(spec)
+sys.modules["study_lr_free"] = study
+spec.loader.exec_module(study)
+
+
+def test_a_run_agrees_within_two_percent_of_the_full_winner_or_better():
+    row = {"full_winner": 0.00316, "final_probe_kl": {"0.001": 0.0300, "0.00316": 0.0200, "0.01": None}}
+    case = {"task": "kalman", "model": "gru"}
+    assert study.judged({**case, "final_probe_kl": 0.0204}, row)["agrees"]  # 2.0% above the winner
+    assert not study.judged({**case, "final_probe_kl": 0.0205}, row)["agrees"]  # 2.5% above
+    better = study.judged({**case, "final_probe_kl": 0.0150}, row)
+    assert better["agrees"] and better["ratio_to_winner"] == 0.75 and better["full_winner_probe_kl"] == 0.02
+    assert not study.judged({**case, "final_probe_kl": None}, row)["agrees"]  # a run without a final probe
+
+
+def test_this_machines_finals_are_the_ground_where_the_study_trained_them():
+    row = {"full_winner": 0.01, "final_probe_kl": {"0.01": 0.5}, "final_probe_kl_here": {"0.01": 0.4, "0.001": 0.45}}
+    assert study.judged({"task": "t", "model": "m", "final_probe_kl": 0.41}, row)["full_winner_probe_kl"] == 0.4
