@@ -31,6 +31,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_train import interleaved_times  # noqa: E402
 
 from windtunnel.models import make_model, match_capacity  # noqa: E402
 from windtunnel.tasks import make_generator, make_task  # noqa: E402
@@ -91,17 +94,6 @@ def variants(task_name: str, name: str) -> tuple[dict, float, int]:
     return out, time.perf_counter() - t0, batch
 
 
-def interleaved(steps: dict, rounds: int, warmup: int = 2) -> dict[str, list[float]]:
-    """Step times of each variant, one step of each per round (after ``warmup`` rounds)."""
-    times: dict[str, list[float]] = {k: [] for k in steps}
-    for i in range(rounds + warmup):
-        for k, step in steps.items():
-            t = step()
-            if i >= warmup:
-                times[k].append(t)
-    return times
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", default="bijection,hmm")
@@ -117,7 +109,7 @@ def main() -> None:
         for name in args.models.split(","):
             steps, compile_s, batch = variants(task_name, name)
             failed = {k: v for k, v in steps.items() if isinstance(v, str)}
-            times = interleaved({k: v for k, v in steps.items() if k not in failed}, args.steps)
+            times = interleaved_times({k: v for k, v in steps.items() if k not in failed}, args.steps)
             med = {k: f"{statistics.median(v) * 1e3:.1f}" for k, v in times.items()} | dict.fromkeys(failed, "-")
             ratio = {k: f"{statistics.median(a / b for a, b in zip(times['eager'], times[k])):.2f}" if k in times
                      else "-" for k in ("fused", "compiled")}

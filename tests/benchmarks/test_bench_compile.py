@@ -19,7 +19,7 @@ def test_a_cell_has_its_three_steps_and_a_failed_compile_is_named(monkeypatch):
     monkeypatch.setattr(torch, "compile", lambda model: model)  # the eager model: no inductor in the test
     steps, _, batch = bench.variants("bijection", "transformer")
     assert batch == 64 and set(steps) == {"eager", "fused", "compiled"}
-    times = bench.interleaved(steps, rounds=2, warmup=0)
+    times = bench.interleaved_times(steps, 2, warmup=0)
     assert all(len(v) == 2 and min(v) > 0 for v in times.values())
 
     def broken(model):
