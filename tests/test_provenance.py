@@ -34,6 +34,13 @@ def test_a_command_keeps_no_path_of_one_machine(command, portable):
     assert not prov.MACHINE_PATH.search(prov.portable(command, Path("/work/checkout")))
 
 
+def test_a_checkout_anywhere_is_named_relative_to_itself():
+    """A checkout outside the usual roots (a CI's /check/work/main) still leaves no path of its own."""
+    root = Path("/check/work/main")
+    assert prov.portable(f"windtunnel sweep --out {root}/runs/x --cfg={root}/c.yaml", root) == \
+        "windtunnel sweep --out runs/x --cfg=c.yaml"
+
+
 def test_other_processes_are_named_by_their_program():
     assert prov.program("/x/.venv/bin/python -m pytest -q tests") == "python -m pytest"
     assert prov.program(["/usr/bin/python3", "/work/x/scripts/keyframe_study.py", "run", "--only", "a"]) == \

@@ -46,14 +46,12 @@ def portable(command: str, root: Path = REPO) -> str:
     path of this machine by its last name (``--out /work/runs/x`` -> ``--out x``)."""
     def word(w: str) -> str:
         key, eq, value = w.rpartition("=") if w.startswith("-") and "=" in w else ("", "", w)
-        if not MACHINE_PATH.match(value):
+        if not value.startswith("/"):
             return w
         path = Path(value)
-        try:
-            value = path.relative_to(root).as_posix() or "."
-        except ValueError:
-            value = path.name
-        return key + eq + value
+        if path.is_relative_to(root):  # the checkout may lie anywhere (a CI's /check/...)
+            return key + eq + (path.relative_to(root).as_posix() or ".")
+        return key + eq + path.name if MACHINE_PATH.match(value) else w
     return " ".join(word(w) for w in command.split(" "))
 
 
