@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import torch
+from _benchmark_script import load
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_compile.py"
-spec = importlib.util.spec_from_file_location("bench_compile", SCRIPT)
-bench = importlib.util.module_from_spec(spec)
-sys.modules["bench_compile"] = bench
-spec.loader.exec_module(bench)
+bench = load("bench_compile")
 
 
 def test_a_cell_has_its_three_steps_and_a_failed_compile_is_named(monkeypatch):

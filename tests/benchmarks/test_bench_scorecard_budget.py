@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from _benchmark_script import load
 
 from windtunnel.train.config import RunConfig
 from windtunnel.tune.search import SEARCH, TuneSpec
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scorecard_budget.py"
-spec = importlib.util.spec_from_file_location("bench_scorecard_budget", SCRIPT)
-bench = importlib.util.module_from_spec(spec)
-sys.modules["bench_scorecard_budget"] = bench
-spec.loader.exec_module(bench)
+bench = load("bench_scorecard_budget")
 
 
 def test_a_search_is_priced_in_steps_with_its_cooldowns_kept_candidates_and_finalists():

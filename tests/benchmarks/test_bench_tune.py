@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tune.py"
-spec = importlib.util.spec_from_file_location("bench_tune", SCRIPT)
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+from _benchmark_script import BENCHMARKS, load
+
+SCRIPT = BENCHMARKS / "bench_tune.py"
+bench = load("bench_tune")
 sys.path.insert(0, str(SCRIPT.parents[1] / "scripts" / "results"))
 from _tables import render_table  # noqa: E402
 

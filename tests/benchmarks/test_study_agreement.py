@@ -3,13 +3,11 @@ run or implied by the ladder search, and every difference classified."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "study_agreement.py"
-spec = importlib.util.spec_from_file_location("study_agreement", SCRIPT)
-study = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(study)
+from _benchmark_script import load
+
+study = load("study_agreement")
 
 
 def full(*cells):

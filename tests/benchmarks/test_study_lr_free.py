@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from _benchmark_script import load
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "study_lr_free.py"
-spec = importlib.util.spec_from_file_location("study_lr_free", SCRIPT)
-study = importlib.util.module_from_spec(spec)
-sys.modules["study_lr_free"] = study
-spec.loader.exec_module(study)
+study = load("study_lr_free")
 
 
 def test_a_run_agrees_within_two_percent_of_the_full_winner_or_better():

@@ -4,19 +4,16 @@ hand-built study folder."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from _benchmark_script import load
 
 from windtunnel.train.config import RunConfig
 from windtunnel.tune.search import branch_config
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "study_search.py"
-spec = importlib.util.spec_from_file_location("study_search", SCRIPT)
-study = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(study)
+study = load("study_search")
 
 STEPS, LAST = 1500, 450
 RATES = [1e-3, 3.16e-3, 1e-2]

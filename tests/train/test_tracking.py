@@ -251,6 +251,7 @@ def test_a_sweep_logs_every_run_in_its_processes(tmp_path, monkeypatch):
     """`sweep --log`: the runs (two at once, each in its own process) get the names, not objects;
     MLflow holds them in one store and experiment of the sweep folder."""
     pytest.importorskip("tensorboard")
+    from windtunnel.engine.execution import Execution
     from windtunnel.sweep import SweepConfig, run_sweep
 
     names = ["tensorboard"]
@@ -265,7 +266,7 @@ def test_a_sweep_logs_every_run_in_its_processes(tmp_path, monkeypatch):
                             "overrides": ["task_params.V=6", "task_params.L=5", "model_params.n_layers=1",
                                           "model_params.d_model=16"]}]}
     out = tmp_path / "sweep"
-    outcome = run_sweep(SweepConfig.build(doc), out, progress=False, log=lambda _: None, trackers=names)
+    outcome = run_sweep(SweepConfig.build(doc), out, Execution.quiet(trackers=names))
     assert len(outcome.trained) == 2
     for run in outcome.runs:
         state = json.loads((out / run.name / "tracking.json").read_text())
