@@ -59,6 +59,9 @@ def candidate_sets(rates: dict[str, dict[str, float]]) -> dict[str, callable]:
     return {
         "the tuning grid's five (1e-4 to 1e-2)": lambda task: list(DEFAULT_LRS),
         "the three central (1e-3, 3.16e-3, 1e-2)": lambda task: list(SCORECARD_LRS),
+        "the upper two (3.16e-3, 1e-2)": lambda task: list(SCORECARD_LRS[1:]),
+        "the lower two (1e-3, 3.16e-3)": lambda task: list(SCORECARD_LRS[:2]),
+        "the central rate alone (3.16e-3)": lambda task: [SCORECARD_LRS[1]],
         "the transformer's rate there and one step either side": bracket,
         "the transformer's rate there alone": lambda task: [rates[task]["transformer"]],
     }

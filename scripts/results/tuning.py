@@ -12,7 +12,36 @@ ORDER = 40
 
 
 def render(ctx: Context) -> str:
-    return ctx.page(tables={"findings": findings(ctx), "committed-rates": committed_rates()})
+    return ctx.page(tables={"findings": findings(ctx), "committed-rates": committed_rates(),
+                            "candidates-finding": candidates_finding(ctx)})
+
+
+#: the agreement study's bar on the sixteen reversals for a change of the scorecard's protocol (issue 54)
+REVERSALS_BAR = 14
+
+
+def candidates_finding(ctx: Context) -> str:
+    """Which candidate sets meet the bar on the reversals, at what cost, and what the proxy for the
+    nine mixers' cells (the committed rates a set holds) says; read from candidates.json."""
+    rows = ctx.data("candidates", "search-study")["rows"]
+
+    def agree(r: dict) -> int:
+        return int(r["agree"].split(" of ")[0])
+
+    default = rows[1]
+    cheaper = [r for r in rows if agree(r) >= REVERSALS_BAR and r["cost_runs"] < default["cost_runs"]]
+    short = [r for r in rows if agree(r) < REVERSALS_BAR]
+    held = ", ".join(f"{r['candidates']}: {r['committed_held']}" for r in [default, *cheaper])
+    passing = "; ".join(f"{r['candidates']} agree in {r['agree']} at {r['cost_runs']} runs" for r in cheaper)
+    return (f"Of the sets that cost fewer runs than the default ({default['candidates']}, {default['agree']}), "
+            f"{passing or 'none'}, {'which meets' if len(cheaper) == 1 else 'which meet'} the bar of {REVERSALS_BAR} of 16 "
+            f"that a change of the scorecard's protocol must pass; "
+            f"{', '.join(r['candidates'] for r in short[:-1])} and {short[-1]['candidates']} do not. "
+            f"The bar has a second half: the nine "
+            f"built-in mixers' verdicts against mixers-quick in at least 95% of their cells. The committed rates "
+            f"each set holds are its proxy here ({held}): where a set does not hold the committed rate, the verdict "
+            f"at the rate it picks is not recorded, and training those cells is the part of the study not yet "
+            f"run. Until it is, a cheaper set stays an option (`--lrs`), and the default keeps three rates.")
 
 
 def findings(ctx: Context) -> str:
