@@ -24,7 +24,7 @@ def render(ctx: Context) -> str:
     return ctx.page(owns=("ladders", "new-tunnels", "scorecard-cost", "scorecard-agreement"),
                     figures={"heatmap": figure, "kalman-curves": kalman},
                     tables={"shipped-reference": shipped_reference(), "left-out": left_out(scorecard),
-                            "decisive-cost": decisive_cost(ctx),
+                            "decisive-cost": decisive_cost(ctx), "decisive-timed": decisive_timed(ctx),
                             "findings": findings(scorecard)})
 
 
@@ -75,6 +75,49 @@ def decisive_cost(ctx: Context) -> str:
                                       *({"key": f"p{i}", "label": label} for i, (_, label) in enumerate(PRICED))],
                           "rows": rows})
     return table + "\n\n" + "<br>\n".join(lines)
+
+
+#: the time a decisive scorecard of a user's model is to take on two cores, and the aim (issue 54), in minutes
+TARGET_MIN, AIM_MIN = 60, 30
+
+
+def decisive_timed(ctx: Context) -> str:
+    """The decisive default scorecards timed with GNU time (results/scorecard-cost/decisive-*.json):
+    wall and CPU time against the target and against the same model's price, its verdicts left
+    unsettled, and the records' provenance; a sentence for each model not timed yet."""
+    import re
+
+    timed, rows, lines = {}, [], []
+    for name in sorted(p.stem for p in (ctx.root / "results" / "scorecard-cost").glob("decisive-*.json")):
+        doc = ctx.data(name, "scorecard-cost")
+        ctx.used.add(f"scorecard-cost/{name}")
+        timed[re.search(r"scorecard of (\S+)", doc["title"]).group(1)] = (name, doc)
+    for priced in ("priced", "priced-rope"):
+        out = ctx.data(priced, "scorecard-cost")["output"]
+        model = re.search(r"scorecard of (\S+)", out[0]).group(1)
+        if model not in timed:
+            rows.append({"model": f"`{model}`", "wall": "not timed yet", "cpu": "-", "unsettled": "-",
+                         "priced": _priced_default(out), "target": f"{TARGET_MIN} min (aim {AIM_MIN})"})
+            continue
+        name, doc = timed[model]
+        p = doc["provenance"]
+        wall, cpu = (float(p[k].split()[0]) / 60 for k in ("wall_time", "cpu_time"))
+        unsettled = sum(1 for r in doc["rows"] if "?" in r["model"])
+        rows.append({"model": f"`{model}`", "wall": f"{wall:.0f} min", "cpu": f"{cpu:.0f} core-min",
+                     "unsettled": f"{unsettled} of {len(doc['rows'])}", "priced": _priced_default(out),
+                     "target": f"{TARGET_MIN} min (aim {AIM_MIN}): "
+                               + ("met" if wall <= TARGET_MIN else f"{wall / TARGET_MIN:.1f}x over")})
+        lines.append(provenance_line(p, f"scorecard-cost/{name}.json"))
+    columns = (("model", "model"), ("wall", "timed: wall, 2 cores"), ("cpu", "CPU"),
+               ("unsettled", "verdicts left with a ?"), ("priced", "priced default (at most)"), ("target", "the target"))
+    table = render_table({"columns": [{"key": k, "label": v} for k, v in columns], "rows": rows})
+    return table + ("\n\n" + "<br>\n".join(lines) if lines else "")
+
+
+def _priced_default(output: list[str]) -> str:
+    """The default search's price (minutes on two workers) from a priced record's summary lines."""
+    line = next(x for x in output if x.startswith("the default"))
+    return f"{float(line.split(' core-min, ')[1].split(' min')[0]):.0f} min"
 
 
 def left_out(rec: dict) -> str:
