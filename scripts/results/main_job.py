@@ -60,10 +60,8 @@ def blocks(ctx: Context) -> dict[str, str]:
     main, p1 = ctx.data("recorded"), ctx.data("timing", "paper1-quick")
     llm = ctx.data("paper3-offline", "llm")
     ctx.used.add("llm/paper3-offline")
-    scorecard = ctx.data("measured", "scorecard-cost")
+    scorecard = ctx.data("decisive-ema", "scorecard-cost")
     unsettled = sum(1 for r in scorecard["rows"] if "?" in r["model"])
-    default = next(x for x in ctx.data("priced", "scorecard-cost")["output"] if x.startswith("the default"))
-    priced = round(float(default.split(" core-min, ")[1].split(" min")[0]))
     transformer = next(r for r in main["rows"] if r["model"] == "transformer")
     rows = [
         ("the main job", main["provenance"]["wall_time"],
@@ -75,10 +73,9 @@ def blocks(ctx: Context) -> dict[str, str]:
          "accuracy, beside the baselines' entropy error",
          "main-job.md"),
         ("score your own architecture",
-         f"at most {priced} min priced from measured parts (the example mixer at the reference's shape, the "
-         f"decisive default: three rates per tunnel, each to the end; no run stopped early). Timed: "
-         f"{round(int(scorecard['provenance']['wall_time'].split()[0]) / 60)} min in its old 2-layer shape by the "
-         f"annealed search, {unsettled} of its 8 verdicts left unsettled",
+         f"{round(int(scorecard['provenance']['wall_time'].split()[0]) / 60)} min, timed (the example mixer at the "
+         f"reference's shape, the decisive default: three rates per tunnel, each trained to the end; {unsettled} of "
+         f"its {len(scorecard['rows'])} verdicts left unsettled)",
          "a verdict and score per primitive beside the shipped transformer's, and `scorecard.json` with `report.html`",
          "mixers-scorecard.md#what-a-scorecard-costs-and-reuse"),
         ("Paper I's comparison", p1["provenance"]["wall_time"],

@@ -96,7 +96,7 @@ def decisive_timed(ctx: Context) -> str:
         out = ctx.data(priced, "scorecard-cost")["output"]
         model = re.search(r"scorecard of (\S+)", out[0]).group(1)
         if model not in timed:
-            rows.append({"model": f"`{model}`", "wall": "not timed yet", "cpu": "-", "unsettled": "-",
+            rows.append({"model": f"`{model}`", "wall": "not timed yet", "cpu": "-", "same": "-", "unsettled": "-",
                          "priced": _priced_default(out), "target": f"{TARGET_MIN} min (aim {AIM_MIN})"})
             continue
         name, doc = timed[model]
@@ -104,14 +104,30 @@ def decisive_timed(ctx: Context) -> str:
         wall, cpu = (float(p[k].split()[0]) / 60 for k in ("wall_time", "cpu_time"))
         unsettled = sum(1 for r in doc["rows"] if "?" in r["model"])
         rows.append({"model": f"`{model}`", "wall": f"{wall:.0f} min", "cpu": f"{cpu:.0f} core-min",
+                     "same": _same_verdicts(ctx, model, doc),
                      "unsettled": f"{unsettled} of {len(doc['rows'])}", "priced": _priced_default(out),
                      "target": f"{TARGET_MIN} min (aim {AIM_MIN}): "
                                + ("met" if wall <= TARGET_MIN else f"{wall / TARGET_MIN:.1f}x over")})
         lines.append(provenance_line(p, f"scorecard-cost/{name}.json"))
-    columns = (("model", "model"), ("wall", "timed: wall, 2 cores"), ("cpu", "CPU"),
+    columns = (("model", "model"), ("wall", "timed: wall, 2 cores"), ("cpu", "CPU"), ("same", "verdicts as before"),
                ("unsettled", "verdicts left with a ?"), ("priced", "priced default (at most)"), ("target", "the target"))
     table = render_table({"columns": [{"key": k, "label": v} for k, v in columns], "rows": rows})
     return table + ("\n\n" + "<br>\n".join(lines) if lines else "")
+
+
+#: an earlier scorecard of the same model to set a timed one beside: the record and how it was made
+BEFORE = {"my_mixer:EMAMixer": ("settled", "the old 2-layer shape, annealed search, settled")}
+
+
+def _same_verdicts(ctx: Context, model: str, doc: dict) -> str:
+    """How many primitives get the same verdict word as the model's earlier recorded scorecard."""
+    if model not in BEFORE:
+        return "no earlier record"
+    name, how = BEFORE[model]
+    before = {r["primitive"]: r["model"].split()[0].rstrip("?") for r in ctx.data(name, "scorecard-cost")["rows"]}
+    now = {r["primitive"]: r["model"].split()[0].rstrip("?") for r in doc["rows"]}
+    same = sum(before.get(p) == v for p, v in now.items())
+    return f"{same} of {len(now)} ({how})"
 
 
 def _priced_default(output: list[str]) -> str:
