@@ -35,7 +35,9 @@ def rows(doc: dict) -> list[dict]:
     for prim, row in doc["primitives"].items():
         ladder = doc["ladder"][prim]
         cell = row["model"] or {}
+        lr = (row.get("tuning", {}).get(model) or {}).get("best", {}).get("train.lr")
         out.append({"primitive": prim, "tunnel": row["task"], "model": _cell(row["model"]),
+                    "lr": f"{lr:g}" if lr is not None else "-",
                     "reference": _cell(row[doc["reference"]]),
                     "highest_rung_model": doc["highest"][model].get(prim) or "none",
                     "highest_rung_reference": doc["highest"][doc["reference"]].get(prim) or "none",
@@ -68,6 +70,7 @@ def main() -> None:
               "provenance": provenance,
               "columns": [{"key": k, "label": v} for k, v in (
                   ("primitive", "primitive"), ("tunnel", "tunnel"), ("model", "verdict, score"),
+                  ("lr", "its learning rate"),
                   ("reference", "reference transformer"), ("highest_rung_model", "highest rung realised"),
                   ("highest_rung_reference", "reference's highest rung"), ("rungs_trained", "rungs trained"),
                   ("steps_to_realise", "steps to realise"))],

@@ -112,7 +112,20 @@ def decisive_timed(ctx: Context) -> str:
     columns = (("model", "model"), ("wall", "timed: wall, 2 cores"), ("cpu", "CPU"), ("same", "verdicts as before"),
                ("unsettled", "verdicts left with a ?"), ("priced", "priced default (at most)"), ("target", "the target"))
     table = render_table({"columns": [{"key": k, "label": v} for k, v in columns], "rows": rows})
-    return table + ("\n\n" + "<br>\n".join(lines) if lines else "")
+    picked = "; ".join(_rates_picked(model, doc) for model, (_, doc) in timed.items())
+    return table + ("\n\n" + "<br>\n".join(lines) if lines else "") + (
+        f"\n\nThe rates the searches picked, tunnel by tunnel: {picked}." if picked else "")
+
+
+def _rates_picked(model: str, doc: dict) -> str:
+    """How often each candidate rate won a timed scorecard's searches, and how many of those wins
+    the cheaper two-rate set of the candidates' study (the upper two) would not have held."""
+    from windtunnel.scorecard.request import SCORECARD_LRS
+
+    won = [float(r["lr"]) for r in doc["rows"] if r.get("lr", "-") != "-"]
+    counts = ", ".join(f"{lr:g} on {sum(1 for w in won if abs(w - lr) <= 0.01 * lr)}" for lr in SCORECARD_LRS)
+    outside = sum(1 for w in won if not any(abs(w - lr) <= 0.01 * lr for lr in SCORECARD_LRS[1:]))
+    return f"`{model}` {counts} ({outside} of {len(won)} outside the upper two)"
 
 
 #: an earlier scorecard of the same model to set a timed one beside: the record and how it was made
