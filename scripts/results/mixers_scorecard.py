@@ -1,6 +1,8 @@
 """The primitive scorecard of every built-in mixer, its heat map, the ladders, the three newest
 tunnels and what a scorecard costs."""
 
+import re
+
 from _lib import Context, listed, number, provenance_line
 from _tables import render_table
 
@@ -54,21 +56,33 @@ PRICED = (("the floor", "one rate per tunnel, no search (the floor)"),
            "the annealed search, the guard holding (before it settles)"))
 
 
+#: the records of benchmarks/bench_scorecard_budget.py, one per priced mixer
+PRICED_RECORDS = ("priced", "priced-rope")
+
+
+def priced_minutes(output: list[str], start: str) -> tuple[float, float]:
+    """A priced protocol's (core-minutes, minutes on two workers), from the summary line that
+    begins with ``start`` in a priced record's output."""
+    line = next(x for x in output if x.startswith(start))
+    core, wall = re.search(r"([\d.]+) core-min, ([\d.]+) min on", line).groups()
+    return float(core), float(wall)
+
+
+def scored_model(text: str) -> str:
+    """The model a scorecard record is of, from its title or its first output line."""
+    return re.search(r"scorecard of (\S+)", text).group(1)
+
+
 def decisive_cost(ctx: Context) -> str:
     """Each priced mixer's scorecard at the reference's shape: the floor, the default search and
     the annealed one, as upper bounds (no run stopped early), in minutes on two workers."""
-    import re
-
-    records = {"priced": None, "priced-rope": None}
     rows, lines = [], []
-    for name in records:
+    for name in PRICED_RECORDS:
         doc = ctx.data(name, "scorecard-cost")
-        model = re.search(r"scorecard of (\S+)", doc["title"]).group(1)
-        row = {"model": f"`{model}`"}
+        row = {"model": f"`{scored_model(doc['title'])}`"}
         for i, (start, _) in enumerate(PRICED):
-            line = next(x for x in doc["output"] if x.startswith(start))
-            core, wall = re.search(r"([\d.]+) core-min, ([\d.]+) min on", line).groups()
-            row[f"p{i}"] = f"{float(wall):.0f} min ({float(core):.0f} core-min)"
+            core, wall = priced_minutes(doc["output"], start)
+            row[f"p{i}"] = f"{wall:.0f} min ({core:.0f} core-min)"
         rows.append(row)
         lines.append(provenance_line(doc["provenance"], f"scorecard-cost/{name}.json"))
     table = render_table({"columns": [{"key": "model", "label": "model"},
@@ -84,20 +98,18 @@ TARGET_MIN, AIM_MIN = 60, 30
 def decisive_timed(ctx: Context) -> str:
     """The decisive default scorecards timed with GNU time (results/scorecard-cost/decisive-*.json):
     wall and CPU time against the target and against the same model's price, its verdicts left
-    unsettled, and the records' provenance; a sentence for each model not timed yet."""
-    import re
-
+    unsettled, and the records' provenance; a row saying so for each model not timed yet."""
     timed, rows, lines = {}, [], []
     for name in sorted(p.stem for p in (ctx.root / "results" / "scorecard-cost").glob("decisive-*.json")):
         doc = ctx.data(name, "scorecard-cost")
         ctx.used.add(f"scorecard-cost/{name}")
-        timed[re.search(r"scorecard of (\S+)", doc["title"]).group(1)] = (name, doc)
-    for priced in ("priced", "priced-rope"):
-        out = ctx.data(priced, "scorecard-cost")["output"]
-        model = re.search(r"scorecard of (\S+)", out[0]).group(1)
+        timed[scored_model(doc["title"])] = (name, doc)
+    for priced in PRICED_RECORDS:
+        doc = ctx.data(priced, "scorecard-cost")
+        model, price = scored_model(doc["title"]), f"{priced_minutes(doc['output'], 'the default')[1]:.0f} min"
         if model not in timed:
             rows.append({"model": f"`{model}`", "wall": "not timed yet", "cpu": "-", "same": "-", "unsettled": "-",
-                         "priced": _priced_default(out), "target": f"{TARGET_MIN} min (aim {AIM_MIN})"})
+                         "priced": price, "target": f"{TARGET_MIN} min (aim {AIM_MIN})"})
             continue
         name, doc = timed[model]
         p = doc["provenance"]
@@ -105,7 +117,7 @@ def decisive_timed(ctx: Context) -> str:
         unsettled = sum(1 for r in doc["rows"] if "?" in r["model"])
         rows.append({"model": f"`{model}`", "wall": f"{wall:.0f} min", "cpu": f"{cpu:.0f} core-min",
                      "same": _same_verdicts(ctx, model, doc),
-                     "unsettled": f"{unsettled} of {len(doc['rows'])}", "priced": _priced_default(out),
+                     "unsettled": f"{unsettled} of {len(doc['rows'])}", "priced": price,
                      "target": f"{TARGET_MIN} min (aim {AIM_MIN}): "
                                + ("met" if wall <= TARGET_MIN else f"{wall / TARGET_MIN:.1f}x over")})
         lines.append(provenance_line(p, f"scorecard-cost/{name}.json"))
@@ -122,9 +134,12 @@ def _rates_picked(model: str, doc: dict) -> str:
     the cheaper two-rate set of the candidates' study (the upper two) would not have held."""
     from windtunnel.scorecard.request import SCORECARD_LRS
 
+    def held(w: float, rates: list[float]) -> bool:  # the rates as written, to three significant digits
+        return any(abs(w - lr) <= 0.01 * lr for lr in rates)
+
     won = [float(r["lr"]) for r in doc["rows"] if r.get("lr", "-") != "-"]
-    counts = ", ".join(f"{lr:g} on {sum(1 for w in won if abs(w - lr) <= 0.01 * lr)}" for lr in SCORECARD_LRS)
-    outside = sum(1 for w in won if not any(abs(w - lr) <= 0.01 * lr for lr in SCORECARD_LRS[1:]))
+    counts = ", ".join(f"{lr:g} on {sum(held(w, [lr]) for w in won)}" for lr in SCORECARD_LRS)
+    outside = sum(not held(w, SCORECARD_LRS[1:]) for w in won)
     return f"`{model}` {counts} ({outside} of {len(won)} outside the upper two)"
 
 
@@ -141,12 +156,6 @@ def _same_verdicts(ctx: Context, model: str, doc: dict) -> str:
     now = {r["primitive"]: r["model"].split()[0].rstrip("?") for r in doc["rows"]}
     same = sum(before.get(p) == v for p, v in now.items())
     return f"{same} of {len(now)} ({how})"
-
-
-def _priced_default(output: list[str]) -> str:
-    """The default search's price (minutes on two workers) from a priced record's summary lines."""
-    line = next(x for x in output if x.startswith("the default"))
-    return f"{float(line.split(' core-min, ')[1].split(' min')[0]):.0f} min"
 
 
 def left_out(rec: dict) -> str:

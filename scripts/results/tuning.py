@@ -28,13 +28,15 @@ def candidates_finding(ctx: Context) -> str:
     def agree(r: dict) -> int:
         return int(r["agree"].split(" of ")[0])
 
+    cases = rows[0]["agree"].split(" of ")[1]  # the reversals every set is judged on
+
     default = rows[1]
     cheaper = [r for r in rows if agree(r) >= REVERSALS_BAR and r["cost_runs"] < default["cost_runs"]]
     short = [r for r in rows if agree(r) < REVERSALS_BAR]
     held = ", ".join(f"{r['candidates']}: {r['committed_held']}" for r in [default, *cheaper])
     passing = "; ".join(f"{r['candidates']} agree in {r['agree']} at {r['cost_runs']} runs" for r in cheaper)
     return (f"Of the sets that cost fewer runs than the default ({default['candidates']}, {default['agree']}), "
-            f"{passing or 'none'}, {'which meets' if len(cheaper) == 1 else 'which meet'} the bar of {REVERSALS_BAR} of 16 "
+            f"{passing or 'none'}, {'which meets' if len(cheaper) == 1 else 'which meet'} the bar of {REVERSALS_BAR} of {cases} "
             f"that a change of the scorecard's protocol must pass; "
             f"{', '.join(r['candidates'] for r in short[:-1])} and {short[-1]['candidates']} do not. "
             f"The bar has a second half: the nine "
