@@ -260,3 +260,28 @@ def test_a_model_that_breaks_the_contract_stops_the_scorecard_before_anything_is
                                    "--out", str(out)])
     assert res.exit_code == 2, res.output
     assert "model 'flaky_mixer:Peeking' is not causal" in res.output and not out.exists()
+
+
+def test_each_ladder_climbs_ahead_on_its_own_and_the_stages_find_its_runs_trained(user_models, tmp_path, monkeypatch):
+    """climb_ahead trains what the staged ladder search asks for, each primitive's next rung as soon
+    as its last is evaluated: the same scorecard and the same runs as the stages alone, and the
+    stages then train nothing."""
+    from windtunnel.scorecard import climb
+    from windtunnel.scorecard.score import run_scorecard
+    from windtunnel.sweep import Execution
+
+    request = ScorecardRequest.build({"model": "my_mixer:EMAMixer", "primitives": ["accumulation", "counting"],
+                                      "tune": False, "reference": "none", "overrides": TINY})
+    lines: list[str] = []
+    ahead = run_scorecard(request, tmp_path / "ahead", Execution.quiet(workers=2).but(log=lines.append))
+    with monkeypatch.context() as m:
+        m.setattr(climb, "climb_ahead", lambda request, stages: {})
+        staged = run_scorecard(request, tmp_path / "staged", Execution.quiet(workers=2))
+
+    def runs(folder):
+        return sorted(d.name for d in folder.iterdir() if (d / "config.json").is_file())
+
+    assert runs(tmp_path / "ahead") == runs(tmp_path / "staged") and len(runs(tmp_path / "ahead")) >= 4
+    assert ahead.doc["primitives"] == staged.doc["primitives"] and ahead.doc["ladder"] == staged.doc["ladder"]
+    stage_lines = [line for line in lines if line.startswith("sweep ")]
+    assert stage_lines and all(line.endswith("0 to run") for line in stage_lines)

@@ -100,6 +100,30 @@ def test_a_failing_job_is_reported_and_the_others_finish(workers):
                          "[3/3] ok too"]
 
 
+@pytest.mark.parametrize("workers", [1, 2], ids=["in this process", "in worker processes"])
+def test_a_chain_of_jobs_starts_each_next_one_as_its_last_ends(workers):
+    """``more`` brings the jobs one's result makes due: a chain a -> b -> c runs beside a long job,
+    each step started when the one before ends (in worker processes: before the long job ends),
+    a failed job's outcome is asked too, and every outcome is returned."""
+    lines, asked = [], []
+
+    def more(outcome):
+        asked.append((outcome.name, outcome.status))
+        nxt = {"a": [Job("b", abs, (-2,))], "b": [Job("c", int, ("x",))]}
+        return nxt.get(outcome.name, [])
+
+    jobs = [Job("long", time.sleep, (1.5,), cost=2), Job("a", abs, (-1,), cost=1)]
+    outcomes = run_jobs(jobs, quiet.but(workers=workers, log=lines.append), StopFlag(), more)
+    assert {n: o.status for n, o in outcomes.items()} == {"long": "finished", "a": "finished", "b": "finished",
+                                                         "c": "failed"}
+    assert outcomes["b"].value == 2 and sorted(asked) == [("a", "finished"), ("b", "finished"), ("c", "failed"),
+                                                         ("long", "finished")]
+    if workers == 2:  # the chain ran on the second worker while the long job held the first
+        assert [n for n, _ in asked][-1] == "long"
+    else:
+        assert lines[:2] == ["[1/2] long", "[2/2] a"] and "[3/3] b" in lines
+
+
 def test_a_stopped_sweep_stops_every_run_at_a_checkpoint_and_resumes(tmp_path):
     """SIGTERM to the sweep while two runs train at once: each writes a resumable checkpoint and
     the sweep exits with 143; the same command finishes both with every step logged once."""

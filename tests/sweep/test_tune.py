@@ -445,3 +445,60 @@ def test_the_comparison_is_a_pure_function_of_the_probes_and_the_settings():
     ties = TuneSpec(keep_ties=True, finalists=0.15)  # no guard: "b" within 15% of the leader trains to the end
     assert compare(probes, ties, last=True).go_on == ["a", "b"]
     assert rank(probes[::-1], "kl_bayes_model") == ["a", "b", "c", "e", "d"]  # the last two tie: as given
+
+
+def test_the_race_pauses_the_rivals_of_the_first_decision_and_changes_no_pick(tmp_path, monkeypatch):
+    """Under early decisions the finalists are compared at the earliest decided step, so a rival
+    pauses there (resumable) rather than training on: the same winner and the same evaluation as
+    the search without the race, and fewer steps trained."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
+    from test_decide import EASY
+    from test_decide import tiny as tiny_decide
+
+    from windtunnel.train.checkpoint import resumable_steps
+
+    monkeypatch.setattr(tune_module, "Decision", lambda metric: EASY)  # reached by this tiny model (test_decide)
+    spec = TuneSpec.build({"grid": {"train.lr": [3e-2, 1e-2, 3e-3]}, "full": True, "decide_early": True})
+    raced = tune(tiny_decide(), tmp_path / "race", spec, Execution.quiet())
+    with monkeypatch.context() as m:
+        m.setattr(tune_module, "Race", lambda path: None)
+        plain = tune(tiny_decide(), tmp_path / "plain", spec, Execution.quiet())
+    assert raced.best == plain.best and raced.winner["eval"] == plain.winner["eval"]
+    doc = json.loads(raced.files["json"].read_text())
+    first = doc["finalists_compared_at"]
+    assert first == json.loads(plain.files["json"].read_text())["finalists_compared_at"] < 120
+    paused = [c for c in raced.candidates if c["status"].startswith("paused")]
+    assert paused and all(c["status"] == f"paused at step {first}: another rate was decided realised there first"
+                          for c in paused)
+    for c in paused:  # resumable where the race was won, not evaluated; the plain search trained it on
+        assert resumable_steps(tmp_path / "race" / c["run"])[-1] == first
+        assert RunDir(tmp_path / "race" / c["run"]).eval() is None
+        assert RunDir(tmp_path / "plain" / c["run"]).eval()["steps"] > first
+    assert not list((tmp_path / "race").glob("*.race.json"))  # the race is over
+    again = tune(tiny_decide(), tmp_path / "race", spec, Execution.quiet().but(log=(lines := []).append))
+    assert again.best == raced.best and not any(line.startswith("[") for line in lines)  # nothing trains again
+
+
+def test_a_winner_the_race_paused_goes_on_to_its_end(tmp_path, monkeypatch):
+    from windtunnel.tune.search import _Search
+
+    search = _Search(tiny(), tmp_path, TuneSpec.build({"grid": {"train.lr": [1e-3, 1e-2]}, "full": True,
+                                                       "decide_early": True}), print)
+    winner, rival = search.candidates
+    search.race.record(12, rival.run)
+    done = {rival.run}
+    monkeypatch.setattr(_Search, "finished", lambda self, c: c.run in done)
+    search.finish([winner, rival])
+    assert search.alive == [winner] and not search.done and winner.status == "running"
+    assert rival.status == "running" and not search.race.path.exists()  # finished: it keeps its place
+    done.add(winner.run)
+    search.finish([winner])
+    assert search.done and search.alive == [winner]
+    search.race.record(12, rival.run)
+    done.discard(rival.run)
+    search.i = 0
+    search.finish([winner, rival])  # a winner at its end: done, the paused rival marked
+    assert search.done and rival.status == "paused at step 12: another rate was decided realised there first"

@@ -9,6 +9,8 @@ its error), stopped or skipped. The three ways share one meaning:
 - an exception in a job fails that job; the others go on;
 - a full disk fails its job and stops the starting of new ones; :class:`~windtunnel.files.DiskFullError`
   is raised once the running ones have ended;
+- ``more`` (optional) is asked, as each job ends, for the jobs its result makes due (a ladder's
+  next rung); they start on the next free worker, beside what was waiting;
 - a stop signal (the first SIGINT or SIGTERM) starts nothing new and is passed on to the running
   jobs, each of which finishes its step and writes a resumable checkpoint;
   :class:`~windtunnel.interrupt.Interrupted` is raised once they have ended. A second signal
@@ -17,6 +19,7 @@ its error), stopped or skipped. The three ways share one meaning:
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -71,17 +74,32 @@ def failures(outcomes: dict[str, Outcome]) -> dict[str, str]:
     return {name: o.error or "" for name, o in outcomes.items() if o.status == "failed"}
 
 
-def run_jobs(jobs: Sequence[Job], execution: Execution, stop: StopFlag | None = None) -> dict[str, Outcome]:
+#: what :func:`run_jobs` asks after each job that ends: the jobs that may start now (a chain of
+#: work whose next step depends on the last one's result, e.g. a ladder's next rung)
+More = Callable[[Outcome], Sequence[Job]]
+
+
+def run_jobs(jobs: Sequence[Job], execution: Execution, stop: StopFlag | None = None,
+             more: More | None = None) -> dict[str, Outcome]:
     """Run ``jobs`` as ``execution`` says (see the module doc); one :class:`Outcome` per job, by
-    name. ``execution.workers`` is the number of jobs at once on the local backend (None: one)."""
+    name. ``execution.workers`` is the number of jobs at once on the local backend (None: one).
+    ``more``, called here with each job's outcome as it ends (finished or failed, after its
+    ``after``), returns jobs to run as well: they join the waiting ones (costliest first), so a
+    free worker takes them at once rather than after every job of ``jobs`` has ended."""
     stop = stop or StopFlag()
+    n_jobs = len(jobs) if more is None else math.inf  # a chain may bring any number of jobs
+    more = more or _nothing
     if execution.workers == "auto":  # jobs name no threads: one job per core
         execution = execution.resolved(1, ())
     if execution.backend == "ray":
-        return _on_ray(list(jobs), execution.log, stop)
-    if execution.in_this_process(len(jobs)):
-        return _here(list(jobs), execution.log, stop)
-    return _in_processes(pool_order(jobs), int(execution.workers), execution.log, stop)
+        return _on_ray(list(jobs), execution.log, stop, more)
+    if execution.in_this_process(n_jobs):
+        return _here(list(jobs), execution.log, stop, more)
+    return _in_processes(pool_order(jobs), int(execution.workers), execution.log, stop, more)
+
+
+def _nothing(outcome: Outcome) -> Sequence[Job]:
+    return ()
 
 
 def pool_order(jobs: Sequence[Any], cost: Callable[[Any], float] = lambda job: job.cost) -> list:
@@ -93,11 +111,13 @@ def pool_order(jobs: Sequence[Any], cost: Callable[[Any], float] = lambda job: j
 # ---------------------------------------------------------------------------------------
 # In this process, one after another
 # ---------------------------------------------------------------------------------------
-def _here(jobs: list[Job], log: Callable[[str], None], stop: StopFlag) -> dict[str, Outcome]:
+def _here(jobs: list[Job], log: Callable[[str], None], stop: StopFlag, more: More) -> dict[str, Outcome]:
     outcomes: dict[str, Outcome] = {}
-    for i, job in enumerate(jobs, 1):
+    queue = list(jobs)
+    while queue:
+        job = queue.pop(0)
         stop.check()
-        log(f"[{i}/{len(jobs)}] {job.describe()}")
+        log(f"[{len(outcomes) + 1}/{len(outcomes) + 1 + len(queue)}] {job.describe()}")
         t0 = time.perf_counter()
         try:
             value = job.fn(*job.args)
@@ -106,10 +126,11 @@ def _here(jobs: list[Job], log: Callable[[str], None], stop: StopFlag) -> dict[s
         except Exception as exc:  # noqa: BLE001  one job's failure (NaN, OOM, a bad device) must not stop the others
             outcomes[job.name] = Outcome(job.name, "failed", error_line(exc), seconds=time.perf_counter() - t0)
             log(f"  failed: {outcomes[job.name].error}")
-            continue
-        outcomes[job.name] = Outcome(job.name, "finished", value=value, seconds=time.perf_counter() - t0)
-        if job.after is not None:
-            job.after(value)
+        else:
+            outcomes[job.name] = Outcome(job.name, "finished", value=value, seconds=time.perf_counter() - t0)
+            if job.after is not None:
+                job.after(value)
+        queue.extend(more(outcomes[job.name]))
     return outcomes
 
 
@@ -137,7 +158,8 @@ def _job_main(fn: Callable[..., Any], args: tuple, conn) -> None:
         conn.close()
 
 
-def _in_processes(jobs: list[Job], workers: int, log: Callable[[str], None], stop: StopFlag) -> dict[str, Outcome]:
+def _in_processes(jobs: list[Job], workers: int, log: Callable[[str], None], stop: StopFlag,
+                  more: More) -> dict[str, Outcome]:
     import multiprocessing
     from multiprocessing.connection import wait
 
@@ -167,7 +189,7 @@ def _in_processes(jobs: list[Job], workers: int, log: Callable[[str], None], sto
                 proc.join()
                 receive.close()
                 seconds = time.perf_counter() - t0
-                where = f"[{len(outcomes) + 1}/{len(jobs)}] {job.describe()}"
+                where = f"[{len(outcomes) + 1}/{len(outcomes) + 1 + len(active) + len(queue)}] {job.describe()}"
                 if kind == "finished":
                     outcomes[job.name] = Outcome(job.name, "finished", value=detail, seconds=seconds)
                     if job.after is not None:
@@ -181,6 +203,7 @@ def _in_processes(jobs: list[Job], workers: int, log: Callable[[str], None], sto
                         disk_full, detail = detail, str(DiskFullError(detail)).split(";")[0]
                     outcomes[job.name] = Outcome(job.name, "failed", detail, seconds=seconds)
                     log(f"{where} failed: {detail}")
+                queue = pool_order([*queue, *more(outcomes[job.name])])
     finally:
         for _, proc, _, _ in active.values():  # stopped at once (a second signal): stop them at once too
             proc.terminate()
@@ -207,7 +230,7 @@ def _ray_task(fn: Callable[..., Any], args: tuple) -> tuple[str, Any, float]:
         return "disk full", str(exc.path), time.perf_counter() - t0
 
 
-def _on_ray(jobs: list[Job], log: Callable[[str], None], stop: StopFlag) -> dict[str, Outcome]:
+def _on_ray(jobs: list[Job], log: Callable[[str], None], stop: StopFlag, more: More) -> dict[str, Outcome]:
     """On a stop signal the waiting tasks are dropped and the running ones cancelled without
     force: Ray delivers that as a SIGINT in the task, so each finishes its step and writes a
     resumable checkpoint; a second signal cancels them at once. A full disk cancels the others
@@ -215,8 +238,13 @@ def _on_ray(jobs: list[Job], log: Callable[[str], None], stop: StopFlag) -> dict
     import ray
 
     task = ray.remote(_ray_task)
-    pending = {task.options(**job.resources, name=job.name).remote(job.fn, job.args): (job, time.perf_counter())
-               for job in jobs}
+    pending: dict[Any, tuple[Job, float]] = {}
+
+    def submit(batch: Sequence[Job]) -> None:
+        for job in batch:
+            pending[task.options(**job.resources, name=job.name).remote(job.fn, job.args)] = (job, time.perf_counter())
+
+    submit(jobs)
     log(f"submitted {len(pending)} jobs to Ray ({ray.cluster_resources().get('CPU', 0):.0f} CPUs in the cluster)")
     outcomes: dict[str, Outcome] = {}
     cancelled, disk_full = False, None
@@ -232,13 +260,15 @@ def _on_ray(jobs: list[Job], log: Callable[[str], None], stop: StopFlag) -> dict
             job, t0 = pending.pop(done[0])
             o, full = _ray_outcome(job, done[0], time.perf_counter() - t0, cancelled)
             outcomes[job.name], disk_full = o, disk_full or full
-            where = f"[{len(outcomes)}/{len(jobs)}] {job.describe()}"
+            where = f"[{len(outcomes)}/{len(outcomes) + len(pending)}] {job.describe()}"
             if o.status == "finished":
                 if job.after is not None:
                     job.after(o.value)
                 log(f"{where} finished ({o.seconds:.0f} s)")
             else:
                 log(f"{where} {o.status}" + (f": {o.error}" if o.error else ""))
+            if not cancelled and disk_full is None and stop.signum is None:
+                submit(more(o))
     except Interrupted:  # a second signal: stop the tasks at once too
         for ref in pending:
             ray.cancel(ref, force=True)

@@ -1,6 +1,8 @@
 """The scorecard's ladder search: each primitive's ladder climbed from the profile's own rung, up
 while realised and down while not (:class:`Climb`), its sweep run a stage at a time
-(:class:`Stages`, :func:`climb_ladders`)."""
+(:class:`Stages`, :func:`climb_ladders`). The runs are trained first by :func:`climb_ahead`: each
+primitive climbs on its own, in one pool of workers, its next rung starting as soon as its last
+is evaluated, so no worker waits for a stage's slowest run; the stages then find them trained."""
 
 from __future__ import annotations
 
@@ -10,12 +12,15 @@ from typing import Any
 
 from windtunnel.config import Overrides
 from windtunnel.engine.execution import Execution
+from windtunnel.engine.folders import is_finished, reuse_runs
+from windtunnel.engine.jobs import Job, Outcome, failures, run_jobs
 from windtunnel.scorecard.document import chosen_primitives, ladder
 from windtunnel.scorecard.request import ScorecardRequest
 from windtunnel.sweep.config import SweepConfig
 from windtunnel.sweep.expand import SweepRun
+from windtunnel.sweep.manifest import unique_runs
 from windtunnel.sweep.primitives import PRIMITIVES
-from windtunnel.sweep.run import Stage, SweepError, SweepOutcome, run_sweep
+from windtunnel.sweep.run import Stage, SweepError, SweepOutcome, run_sweep, summarise, training_jobs
 
 
 @dataclass(frozen=True)
@@ -54,12 +59,10 @@ def climb_ladders(request: ScorecardRequest, stages: Stages) -> tuple[SweepOutco
     if request.full_ladder or not request.rungs:
         outcome = stages.run(runs)
         return outcome, set(), dict(outcome.failed)
-    ladders = {prim: [rule for rule in sweep.primitives.rules if rule.partition("@")[0] == prim]
-               for prim in chosen_primitives(request.profile, request.primitives)}
+    failed = climb_ahead(request, stages)  # not tried again by a stage
     rules = sweep.primitives.rules
-    steps = {prim: Climb(rung_order(request.profile, prim, names)) for prim, names in ladders.items()}
+    steps = climbs(request, sweep)
     chosen = {rules[c.current].experiment for c in steps.values()}
-    failed: dict[str, str] = {}
     while True:
         outcome = stages.run([r for r in runs if r.experiment in chosen and r.name not in failed])
         failed.update(outcome.failed)
@@ -68,6 +71,65 @@ def climb_ladders(request: ScorecardRequest, stages: Stages) -> tuple[SweepOutco
         if not more - chosen:
             return outcome, experiments - chosen, failed
         chosen |= more
+
+
+def climbs(request: ScorecardRequest, sweep: SweepConfig) -> dict[str, Climb]:
+    """Each chosen primitive's ladder search, at its own rung."""
+    ladders = {prim: [rule for rule in sweep.primitives.rules if rule.partition("@")[0] == prim]
+               for prim in chosen_primitives(request.profile, request.primitives)}
+    return {prim: Climb(rung_order(request.profile, prim, names)) for prim, names in ladders.items()}
+
+
+def climb_ahead(request: ScorecardRequest, stages: Stages) -> dict[str, str]:
+    """Train the runs the ladder search will ask for, each primitive's climb on its own: its rung's
+    runs start as soon as the rung before is evaluated (:func:`~windtunnel.engine.jobs.run_jobs`
+    with ``more``), beside every other primitive's, on one pool of workers. The rungs and verdicts
+    are the staged climb's (the same :class:`Climb`, the same cells), so its stages then find every
+    run trained; a run that fails ends its primitive's climb here too (the stage retries it)."""
+    sweep, folder, execution = stages.sweep, stages.folder, stages.execution
+    rules, plan = sweep.primitives.rules, unique_runs(stages.plan)
+    execution = execution.resolved(sweep.jobs, [r.config.train.threads for r in plan])
+    by_experiment: dict[str, list] = {}
+    for run in stages.plan:
+        by_experiment.setdefault(run.experiment, []).append(run)
+    waiting: dict[str, set[str]] = {}  # primitive -> names of its current rung's runs not ended yet
+    climbing = climbs(request, sweep)
+    started: set[str] = set()
+    ended: set[str] = set()
+
+    def rung(prim: str) -> list[Job]:
+        """The jobs of ``prim``'s current rung; where it has none left to train, its cell read at once."""
+        experiment = rules[climbing[prim].current].experiment
+        left = [r for r in unique_runs(by_experiment.get(experiment, []))
+                if r.name not in ended and not is_finished(folder / r.name, r.config, sweep.decide_early)]
+        todo = [r for r in left if r.name not in started]  # a run another rung has started is waited for
+        started.update(r.name for r in todo)
+        waiting[prim] = {r.name for r in left}
+        if not left:
+            return evaluated(prim)
+        return training_jobs(todo, folder.resolve(), sweep, execution)
+
+    def evaluated(prim: str) -> list[Job]:
+        """``prim``'s current rung is trained: its next rung's jobs (none: its climb is over)."""
+        experiment = rules[climbing[prim].current].experiment
+        summary, _ = summarise(folder, sweep, by_experiment.get(experiment, []))
+        cell = (summary.get("primitives") or {}).get(request.model, {}).get(climbing[prim].current)
+        return rung(prim) if climbing[prim].next(cell) is not None else []
+
+    def more(outcome: Outcome) -> list[Job]:
+        ended.add(outcome.name)
+        jobs = []
+        for prim, names in waiting.items():
+            if outcome.name in names:
+                names.discard(outcome.name)
+                if not names and outcome.status != "stopped":
+                    jobs += evaluated(prim)
+        return jobs
+
+    with execution.workspace(folder, "sweep") as stop:
+        reuse_runs([r.config for r in plan], folder, execution.reuse, execution.log, stop)
+        first = [job for prim in climbing for job in rung(prim)]
+        return failures(run_jobs(first, execution, stop, more)) if first else {}
 
 
 def rung_order(profile: str, prim: str, names: list[str]) -> list[str]:

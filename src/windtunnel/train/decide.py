@@ -12,12 +12,18 @@ is done. If it does not, the attempt is recorded in ``decision.json`` and traini
 end, bit for bit as if it had never paused: a run is never stopped for looking hopeless, and a
 verdict always comes from a full evaluation. A decided run resumed without a rule (``--no-early-stop``)
 trains on to its end from the same checkpoint.
+
+Runs that race (a search's candidates, compared at the earliest step at which any of them was
+decided) share a **race** file (:class:`Race`): a run decided there records its step, and a rival
+pauses, resumable, at its first probe at or past the earliest recorded step, since its training
+beyond it cannot change the comparison. A rival that wins is resumed to its end, bit for bit.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from windtunnel.evaluate.evaluator import probe_baselines
@@ -68,12 +74,36 @@ def decided(ev: dict[str, Any] | None, rule: Decision | None) -> bool:
     return mark is not None and (rule is None or {k: mark.get(k) for k in ("metric", "threshold", "patience")} == rule.to_json())
 
 
+@dataclass(frozen=True)
+class Race:
+    """The file runs racing to a decision share: the earliest step at which one of them was decided
+    realised (``{"step": N, "run": name}``), or no file while none has been."""
+
+    path: Path
+
+    def step(self) -> int | None:
+        try:
+            return int(json.loads(self.path.read_text())["step"])
+        except (OSError, ValueError, KeyError, TypeError):  # none yet (or half a file: read again at the next probe)
+            return None
+
+    def record(self, step: int, run: str) -> None:
+        """``run`` was decided at ``step``: kept where it is earlier than the step recorded."""
+        now = self.step()
+        if now is None or step < now:
+            atomic_write_text(self.path, json.dumps({"step": step, "run": run}))
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
 class Decider:
     """One run's early decision as it trains: the probe score of each probe row, the streak read
-    back from the log on resume, and whether the run has tried (``decision.json``)."""
+    back from the log on resume, whether the run has tried (``decision.json``), and the
+    :class:`Race` it runs in, if any."""
 
-    def __init__(self, rule: Decision, task: Task, probe: Batch, run: RunDir):
-        self.rule, self.run = rule, run
+    def __init__(self, rule: Decision, task: Task, probe: Batch, run: RunDir, race: Race | None = None):
+        self.rule, self.run, self.race = rule, run, race
         self.key = METRICS[rule.metric].probe_key
         self.baseline = probe_baselines(task, probe).get(self.key)
         self.path = run.path / DECISION_FILE
@@ -98,6 +128,11 @@ class Decider:
         """The probe has shown the primitive realised and the run has not tried a decision yet."""
         return not self.tried and self.realised_step is not None
 
+    def beaten(self, step: int) -> bool:
+        """A rival in the race was decided at ``step`` or before: training on changes nothing."""
+        first = self.race.step() if self.race is not None else None
+        return first is not None and first <= step
+
     def score(self, row: dict[str, Any]) -> bool:
         """Add the probe score to a probe ``row``; True when the rule asks for a decision now."""
         if self.key not in row or self.baseline is None:
@@ -117,4 +152,6 @@ class Decider:
         if realised:
             ev["decided"] = {**self.rule.to_json(), "step": step}
             ev["steps_to_realise"] = self.realised_step
+            if self.race is not None:
+                self.race.record(step, self.run.path.name)
         return realised

@@ -25,7 +25,7 @@ from windtunnel.tasks import Batch, Task, make_generator
 from windtunnel.train.build import curriculum
 from windtunnel.train.checkpoint import latest_resumable, load_resume, log_spaced_steps, save_checkpoint
 from windtunnel.train.config import RunConfig, TrainConfig
-from windtunnel.train.decide import Decider, Decision, decided
+from windtunnel.train.decide import Decider, Decision, Race, decided
 from windtunnel.train.rundir import RunDir
 from windtunnel.train.tracking import Tracking, flatten
 
@@ -213,14 +213,15 @@ class Loop:
     stop: StopFlag
     tracking: Tracking | None = None
 
-    def decide(self, rule: Decision, end: int) -> tuple[int, float, dict[str, Any]]:
-        """Train to ``end`` under the early decision ``rule``: (steps, seconds, the decided
-        evaluation, or {} when the run went to ``end`` undecided)."""
+    def decide(self, rule: Decision, end: int, race: Race | None = None) -> tuple[int, float, dict[str, Any]]:
+        """Train to ``end`` under the early decision ``rule`` (in ``race``, if given: paused where a
+        rival was decided first): (steps, seconds, the decided evaluation, or {} when the run went
+        to ``end`` undecided or paused)."""
         existing = self.run.eval()
         if decided(existing, rule):
             return existing["steps"], existing.get("train_seconds", 0.0), existing
         probe = sample_eval(self.task, self.config.train.eval_probe_size, self.config.train.seed, split="probe")
-        decider = Decider(rule, self.task, probe, self.run)
+        decider = Decider(rule, self.task, probe, self.run, race)
         while True:
             step, seconds = self.to(end, decider)
             if step >= end or not decider.due:
@@ -230,6 +231,8 @@ class Loop:
             if decider.settle(ev, step):
                 self.run.write_eval(ev)
                 return step, seconds, ev
+            if decider.beaten(step):
+                return step, seconds, {}
 
     def _resume(self, ledger: Ledger, decider: Decider | None) -> tuple[int, float, bool]:
         """Load the newest resumable checkpoint, if any, into the model, optimiser and data stream;
@@ -267,7 +270,7 @@ class Loop:
         # train.curriculum (checked before anything is written): the task each step's batch is drawn from
         stint = Stint(ledger, probe, curriculum(self.config, self.task), end, decider)
         step, seconds, resumed = self._resume(ledger, decider)
-        if decider is not None and decider.due and resumed:  # the probe showed it before this resumed checkpoint
+        if decider is not None and resumed and (decider.due or decider.beaten(step)):  # shown before this checkpoint
             return step, seconds
         if step == 0 and not resumed:
             ledger.checkpoint(step, seconds, resumable=tc.steps == 0)  # the initialisation, for the diagnostics' nulls
@@ -312,10 +315,11 @@ class Loop:
                                 "Try a lower train.lr or train.precision=fp32.") from None
 
     def _probe(self, stint: Stint, row: dict[str, Any], bar: Any) -> bool:
-        """The held-out probe into ``row``; whether ``stint``'s decider asks for a decision now."""
+        """The held-out probe into ``row``; whether ``stint``'s decider asks for a decision now, or
+        its race was won at this step or before (the run pauses)."""
         row.update(probe_metrics(self.model, self.task, stint.probe))
         bar.set_postfix(loss=f"{row['loss']:.4f}", dH=f"{row[PROBE_KEY]:.4f}")
-        return stint.decider is not None and stint.decider.score(row)
+        return stint.decider is not None and (stint.decider.score(row) or stint.decider.beaten(row["step"]))
 
     def _stop_here(self, ledger: Ledger, step: int, seconds: float, bar: Any) -> None:
         """A stop was asked for: a resumable checkpoint at ``step`` (unless the newest is there), then

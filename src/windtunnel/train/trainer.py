@@ -24,7 +24,7 @@ from windtunnel.interrupt import stop_on_signals
 from windtunnel.lock import folder_lock
 from windtunnel.train.build import build
 from windtunnel.train.config import RunConfig
-from windtunnel.train.decide import Decision
+from windtunnel.train.decide import Decision, Race
 from windtunnel.train.loop import (  # noqa: F401  (the step's pieces, read from here by callers)
     Loop,
     StepSetup,
@@ -60,6 +60,7 @@ class Until:
 
     step: int | None = None
     decide: Decision | None = None
+    race: Race | None = None  #: with ``decide``: the race it runs in (:class:`~windtunnel.train.decide.Race`)
 
 
 # ---------------------------------------------------------------------------------------
@@ -106,7 +107,7 @@ def train(config: RunConfig, run_dir: Path | str, progress: bool = True, evaluat
         loop = Loop(config, run, task, model, loss_kind, device, progress, stop, tracking)
         try:
             if decide is not None and stop_at is None:
-                step, seconds, result_eval = loop.decide(decide, end)
+                step, seconds, result_eval = loop.decide(decide, end, until.race)
             else:
                 (step, seconds), result_eval = loop.to(end), {}
             if not result_eval and evaluate_at_end and step >= tc.steps:

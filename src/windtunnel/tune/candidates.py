@@ -12,7 +12,7 @@ from typing import Any
 from windtunnel.config import ConfigError
 from windtunnel.sweep.expand import grid_points
 from windtunnel.train.config import RunConfig, apply_overrides
-from windtunnel.train.decide import Decision
+from windtunnel.train.decide import Decision, Race
 from windtunnel.train.rundir import RunDir
 
 
@@ -98,12 +98,15 @@ def candidate_configs(base: RunConfig, grid: dict[str, list[Any]]) -> list[tuple
     return out
 
 
-def train_to(config: dict[str, Any], run_dir: str, stop_at: int | None, decide: Decision | None = None) -> None:
+def train_to(config: dict[str, Any], run_dir: str, stop_at: int | None, decide: Decision | None = None,
+             race: str | None = None) -> None:
     """Train (or resume) one candidate to ``stop_at`` (None: to the end, then evaluate; ``decide``:
-    stopping early where the probe and the evaluation agree that the primitive is realised)."""
+    stopping early where the probe and the evaluation agree that the primitive is realised;
+    ``race``: the file of its search's race, where it pauses once a rival was decided first)."""
     from windtunnel.train.trainer import Until, train
 
-    train(RunConfig.build(config, where="run"), Path(run_dir), progress=False, until=Until(stop_at, decide))
+    train(RunConfig.build(config, where="run"), Path(run_dir), progress=False,
+          until=Until(stop_at, decide, Race(Path(race)) if race else None))
 
 
 def reached(run_dir: Path, config: RunConfig, stop_at: int | None, decide: Decision | None) -> bool:

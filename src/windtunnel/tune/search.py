@@ -38,7 +38,7 @@ from windtunnel.interrupt import StopFlag
 from windtunnel.sweep.primitives import budget_execution, tune_configs
 from windtunnel.sweep.run import tokens_to
 from windtunnel.train.config import RunConfig
-from windtunnel.train.decide import Decision
+from windtunnel.train.decide import Decision, Race, decided
 from windtunnel.train.rundir import RunDir
 from windtunnel.tune.candidates import (  # noqa: F401  (the search's parts, read from here by callers)
     Candidate,
@@ -49,7 +49,7 @@ from windtunnel.tune.candidates import (  # noqa: F401  (the search's parts, rea
     reached,
     train_to,
 )
-from windtunnel.tune.outputs import write_tune
+from windtunnel.tune.outputs import tune_name, write_tune
 from windtunnel.tune.request import TuneRequest
 from windtunnel.tune.rules import (  # noqa: F401  (rung_steps, probe_at: read from here by callers)
     PLATEAU_SPREAD,
@@ -81,6 +81,8 @@ class _Search:
         self.compared_at: int | None = None  #: the common step the finalists were ranked at (early decisions)
         self.decide = Decision(spec.metric) if spec.decide_early else None
         self._baseline: float | None = None
+        #: the last stage's race (``decide_early``): a candidate pauses where a rival was decided first
+        self.race = Race(out / f"{tune_name(base.task, base.model, spec.full)}.race.json") if self.decide else None
 
     @property
     def done(self) -> bool:
@@ -102,23 +104,44 @@ class _Search:
                 METRICS[self.spec.metric].probe_key)
         return self._baseline
 
-    def _job(self, config: RunConfig, run_dir: Path, stop_at: int | None, decide: Decision | None = None) -> Job | None:
+    def _job(self, config: RunConfig, run_dir: Path, stop_at: int | None, decide: Decision | None = None,
+             race: Race | None = None) -> Job | None:
         """The job that trains ``run_dir`` to ``stop_at`` (None: the end), or None where it is there
-        already (a search run again: no process is started to find that out)."""
-        if reached(run_dir, config, stop_at, decide):
+        already (a search run again: no process is started to find that out), or paused where its
+        ``race`` was won."""
+        if reached(run_dir, config, stop_at, decide) or race is not None and _paused_at(run_dir, race.step()):
             return None
         tc = config.train
         cost = tokens_to(config.task, config.task_params, tc.batch_size, stop_at or tc.steps)
-        return Job(run_dir.name, train_to, (config.model_dump(mode="json"), str(run_dir), stop_at, decide), cost=cost)
+        args = (config.model_dump(mode="json"), str(run_dir), stop_at, decide, str(race.path) if race else None)
+        return Job(run_dir.name, train_to, args, cost=cost)
 
     def work(self) -> list[Job]:
-        """The alive candidates' training to this stage's step (the last stage: to the end)."""
+        """The alive candidates' training to this stage's step (the last stage: to the end; under
+        early decisions, in a race: each pauses where a rival was decided realised first, since the
+        finalists are compared there)."""
         s = self.stages[self.i]
+        race = self.race if self.final and self.race is not None and len(self.alive) > 1 else None
+        if race is not None:
+            self._start(race)
         self.log(f"tune {self.base.task} {self.base.model}: {len(self.alive)} candidate(s) to step {s}"
-                 + (" (the end)" if self.final else ""))
-        jobs = [self._job(c.config, self.out / c.run, None if self.final else s, self.decide if self.final else None)
-                for c in self.alive]
+                 + (" (the end" + ("; each pauses where another is decided realised first)" if race else ")")
+                    if self.final else ""))
+        jobs = [self._job(c.config, self.out / c.run, None if self.final else s, self.decide if self.final else None,
+                          race) for c in self.alive]
         return [j for j in jobs if j is not None]
+
+    def _start(self, race: Race) -> None:
+        """The race as the candidates' folders show it (an earlier call's decisions, reused runs)."""
+        race.clear()
+        for c in self.alive:
+            ev = _eval_of(self.out / c.run)
+            if ev is not None and decided(ev, self.decide):
+                race.record(ev["decided"]["step"], c.run)
+
+    def finished(self, c: Candidate) -> bool:
+        """``c``'s run is at its end, or decided."""
+        return reached(self.out / c.run, c.config, None, self.decide)
 
     def cooldown(self, c: Candidate) -> tuple[RunConfig, Path, int]:
         """The annealed branch of candidate ``c`` at this comparison: its config, folder and end step."""
@@ -181,7 +204,7 @@ class _Search:
             return
         value = (lambda c: c.annealed.get(s)) if spec.cooldown and not self.final else (lambda c: c.scores[s])
         if self.final:
-            self.alive, self.i = self.rank_finalists(alive, s), self.i + 1
+            self.finish(self.rank_finalists(alive, s))
             return
         base = self.baseline() if spec.guard is not None else None
         for c in alive:
@@ -195,6 +218,24 @@ class _Search:
             c.status = f"stopped at step {s}" + (" (unsettled)" if c in self.unsettled else "")
         self.alive, self.i = verdict.go_on, self.i + 1
 
+    def finish(self, ranked: list[Candidate]) -> None:
+        """The finalists ranked: the search is done, unless the race paused its winner, which then
+        goes on to its end (the next call of :meth:`work`; alone, no longer racing)."""
+        if self.race is None or len(ranked) < 2:
+            self.alive, self.i = ranked, self.i + 1
+            return
+        first = self.race.step()
+        for c in ranked:
+            if not self.finished(c):
+                c.status = f"paused at step {first}: another rate was decided realised there first"
+        self.race.clear()
+        if self.finished(ranked[0]):
+            self.alive, self.i = ranked, self.i + 1
+        else:  # the winner, paused by the race: trained on to its end
+            self.log(f"tune {self.base.task} {self.base.model}: the winner {ranked[0].point} goes on from step {first}")
+            ranked[0].status = "running"
+            self.alive = ranked[:1]
+
     def rank_finalists(self, alive: list[Candidate], end: int) -> list[Candidate]:
         """The candidates trained to the end, best first. Where early decisions stopped some of them
         at different steps, all are compared at the earliest of those steps (``compared_at``), so
@@ -203,6 +244,8 @@ class _Search:
         stops = [last_probe_step(self.out / c.run, metric) for c in alive]
         common = min((t for t in stops if t is not None), default=end)
         if len(alive) < 2 or all(t in (None, common) for t in stops):
+            if len(alive) > 1 and common < end:
+                self.compared_at = common
             return rank([Probe(c, c.scores[end], c.kl) for c in alive], metric)
         self.compared_at = common
         return rank([Probe(c, probe_at(self.out / c.run, common, metric), probe_at(self.out / c.run, common, "kl_bayes_model"))
@@ -212,7 +255,8 @@ class _Search:
         """The winner, its evaluation, the cautions; writes the search's table files."""
         base, spec = self.base, self.spec
         for c in self.alive:
-            c.status = "finished"
+            if c.status == "running":
+                c.status = "finished"
         winner = self.alive[0]
         winner.status = "winner"
         winner.eval = Evaluation(RunDir(self.out / winner.run).eval() or {}).headline()
@@ -242,6 +286,21 @@ class _Search:
         for c in result.cautions:
             self.log(f"  caution: {c}")
         return result
+
+
+def _eval_of(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        return RunDir(run_dir).eval()
+    except (OSError, ValueError):
+        return None
+
+
+def _paused_at(run_dir: Path, step: int | None) -> bool:
+    """``run_dir`` resumes from ``step`` or later (a race won there)."""
+    from windtunnel.train.checkpoint import resumable_steps
+
+    steps = resumable_steps(run_dir) if step is not None and run_dir.is_dir() else []
+    return bool(steps) and steps[-1] >= step
 
 
 def tune_many(searches: list[tuple[RunConfig, Path | str, TuneSpec | None]], execution: Execution | None = None,
