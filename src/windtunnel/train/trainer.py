@@ -56,7 +56,8 @@ class RunResult:
 class Until:
     """Where :func:`train` stops short of ``train.steps``: ``step`` pauses the run there (a pilot of
     the tuner's successive halving), ``decide`` (a :class:`~windtunnel.train.decide.Decision`)
-    stops it once its primitive is shown realised. Neither: the run trains to its end."""
+    stops it once its primitive is shown realised, and ``race`` (with ``decide``) pauses it where a
+    rival in the same race was decided first. Neither: the run trains to its end."""
 
     step: int | None = None
     decide: Decision | None = None
