@@ -262,7 +262,8 @@ def test_a_model_that_breaks_the_contract_stops_the_scorecard_before_anything_is
     assert "model 'flaky_mixer:Peeking' is not causal" in res.output and not out.exists()
 
 
-def test_each_ladder_climbs_ahead_on_its_own_and_the_stages_find_its_runs_trained(user_models, tmp_path, monkeypatch):
+def test_each_ladder_climbs_ahead_on_its_own_and_the_stages_find_its_runs_trained(user_models, tmp_path, monkeypatch,
+                                                                                   capfd):
     """climb_ahead trains what the staged ladder search asks for, each primitive's next rung as soon
     as its last is evaluated: the same scorecard and the same runs as the stages alone, and the
     stages then train nothing."""
@@ -273,7 +274,8 @@ def test_each_ladder_climbs_ahead_on_its_own_and_the_stages_find_its_runs_traine
     request = ScorecardRequest.build({"model": "my_mixer:EMAMixer", "primitives": ["accumulation", "counting"],
                                       "tune": False, "reference": "none", "overrides": TINY})
     lines: list[str] = []
-    ahead = run_scorecard(request, tmp_path / "ahead", Execution.quiet(workers=2).but(log=lines.append))
+    ahead = run_scorecard(request, tmp_path / "ahead", Execution(workers=2, log=lines.append))  # bars asked for
+    assert "steps/s" not in capfd.readouterr().err  # none from runs training side by side
     with monkeypatch.context() as m:
         m.setattr(climb, "climb_ahead", lambda request, stages: {})
         staged = run_scorecard(request, tmp_path / "staged", Execution.quiet(workers=2))

@@ -6,6 +6,7 @@ is evaluated, so no worker waits for a stage's slowest run; the stages then find
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,8 @@ def climb_ahead(request: ScorecardRequest, stages: Stages) -> dict[str, str]:
     sweep, folder, execution = stages.sweep, stages.folder, stages.execution
     rules, plan = sweep.primitives.rules, unique_runs(stages.plan)
     execution = execution.resolved(sweep.jobs, [r.config.train.threads for r in plan])
+    if not execution.in_this_process(math.inf):  # a rung of one run still trains beside others: no bars
+        execution = execution.but(progress=False)
     by_experiment: dict[str, list] = {}
     for run in stages.plan:
         by_experiment.setdefault(run.experiment, []).append(run)
