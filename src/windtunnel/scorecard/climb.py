@@ -86,7 +86,8 @@ def climb_ahead(request: ScorecardRequest, stages: Stages) -> dict[str, str]:
     runs start as soon as the rung before is evaluated (:func:`~windtunnel.engine.jobs.run_jobs`
     with ``more``), beside every other primitive's, on one pool of workers. The rungs and verdicts
     are the staged climb's (the same :class:`Climb`, the same cells), so its stages then find every
-    run trained; a run that fails ends its primitive's climb here too (the stage retries it)."""
+    run trained. A run that fails ends its primitive's climb, as in a stage; returns the failed runs
+    (name -> error), which the stages do not try again."""
     sweep, folder, execution = stages.sweep, stages.folder, stages.execution
     rules, plan = sweep.primitives.rules, unique_runs(stages.plan)
     execution = execution.resolved(sweep.jobs, [r.config.train.threads for r in plan])

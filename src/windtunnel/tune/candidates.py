@@ -109,6 +109,14 @@ def train_to(config: dict[str, Any], run_dir: str, stop_at: int | None, decide: 
           until=Until(stop_at, decide, Race(Path(race)) if race else None))
 
 
+def eval_of(run_dir: Path) -> dict[str, Any] | None:
+    """The run's ``eval.json`` (None: none yet, or a folder that is not a run)."""
+    try:
+        return RunDir(run_dir).eval()
+    except (OSError, ValueError):
+        return None
+
+
 def reached(run_dir: Path, config: RunConfig, stop_at: int | None, decide: Decision | None) -> bool:
     """Training ``run_dir`` to ``stop_at`` would do nothing: it is finished (``stop_at`` None: its
     end, or an early decision under the rule ``decide`` itself), or it resumes from ``stop_at`` or later."""
@@ -116,10 +124,7 @@ def reached(run_dir: Path, config: RunConfig, stop_at: int | None, decide: Decis
     from windtunnel.train.decide import decided
 
     if stop_at is None:
-        try:
-            ev = RunDir(run_dir).eval()
-        except (OSError, ValueError):
-            return False
+        ev = eval_of(run_dir)
         return ev is not None and (ev.get("steps", -1) >= config.train.steps or decide is not None and decided(ev, decide))
     steps = resumable_steps(run_dir)
     return bool(steps) and steps[-1] >= stop_at

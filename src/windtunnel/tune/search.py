@@ -46,6 +46,7 @@ from windtunnel.tune.candidates import (  # noqa: F401  (the search's parts, rea
     TuneResult,
     branch_config,
     candidate_configs,
+    eval_of,
     reached,
     train_to,
 )
@@ -109,7 +110,8 @@ class _Search:
         """The job that trains ``run_dir`` to ``stop_at`` (None: the end), or None where it is there
         already (a search run again: no process is started to find that out), or paused where its
         ``race`` was won."""
-        if reached(run_dir, config, stop_at, decide) or race is not None and _paused_at(run_dir, race.step()):
+        won = race.step() if race is not None else None  # a rival's decision: paused there or later, it is done
+        if reached(run_dir, config, stop_at, decide) or won is not None and reached(run_dir, config, won, None):
             return None
         tc = config.train
         cost = tokens_to(config.task, config.task_params, tc.batch_size, stop_at or tc.steps)
@@ -135,7 +137,7 @@ class _Search:
         """The race as the candidates' folders show it (an earlier call's decisions, reused runs)."""
         race.clear()
         for c in self.alive:
-            ev = _eval_of(self.out / c.run)
+            ev = eval_of(self.out / c.run)
             if ev is not None and decided(ev, self.decide):
                 race.record(ev["decided"]["step"], c.run)
 
@@ -286,21 +288,6 @@ class _Search:
         for c in result.cautions:
             self.log(f"  caution: {c}")
         return result
-
-
-def _eval_of(run_dir: Path) -> dict[str, Any] | None:
-    try:
-        return RunDir(run_dir).eval()
-    except (OSError, ValueError):
-        return None
-
-
-def _paused_at(run_dir: Path, step: int | None) -> bool:
-    """``run_dir`` resumes from ``step`` or later (a race won there)."""
-    from windtunnel.train.checkpoint import resumable_steps
-
-    steps = resumable_steps(run_dir) if step is not None and run_dir.is_dir() else []
-    return bool(steps) and steps[-1] >= step
 
 
 def tune_many(searches: list[tuple[RunConfig, Path | str, TuneSpec | None]], execution: Execution | None = None,
